@@ -1,0 +1,101 @@
+"""Auto-checked exercises: a right answer passes, a common wrong answer gets a specific hint.
+
+Each chapter module (``ch01_why_log`` …) registers its exercises with :func:`register`. In a notebook::
+
+    from mlm_course.exercises import check
+    check("01.2", my_answer)          # prints ✅ or a hint; returns True/False
+
+An answer left as ``...`` (the placeholder in the notebooks) is reported as "not answered yet", so a
+notebook runs top to bottom before the learner has done anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Grader = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: ``grade(answer)`` returns None when right, else a hint for the learner.
+
+    ``solution()`` builds the reference answer; ``wrong_answers`` are common mistakes that the tests prove
+    are rejected with a hint.
+    """
+
+    id: str
+    prompt: str
+    grade: Grader
+    solution: Callable[[], Any]
+    wrong_answers: tuple[Any, ...] = field(default=())
+
+
+_REGISTRY: dict[str, Exercise] = {}
+_LOADED = False
+
+
+def register(exercise: Exercise) -> Exercise:
+    """Add an exercise to the registry (ids are unique, e.g. "01.3")."""
+    if exercise.id in _REGISTRY:
+        raise ValueError(f"exercise id {exercise.id!r} is registered twice; pick a new id")
+    _REGISTRY[exercise.id] = exercise
+    return exercise
+
+
+def _load_chapters() -> None:
+    global _LOADED
+    if not _LOADED:
+        for module in pkgutil.iter_modules(__path__):
+            if module.name.startswith("ch"):
+                importlib.import_module(f"{__name__}.{module.name}")
+        _LOADED = True
+
+
+def get(exercise_id: str) -> Exercise:
+    """The exercise with this id; a clear error lists the known ids otherwise."""
+    _load_chapters()
+    try:
+        return _REGISTRY[exercise_id]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY))
+        raise KeyError(f"no exercise {exercise_id!r}; known exercises: {known}") from None
+
+
+def all_exercises(chapter: str | None = None) -> list[Exercise]:
+    """Every registered exercise, or those whose id starts with ``chapter`` (e.g. "01")."""
+    _load_chapters()
+    return [ex for key, ex in sorted(_REGISTRY.items()) if chapter is None or key.split(".")[0] == chapter]
+
+
+def grade(exercise_id: str, answer: Any) -> str | None:
+    """None when ``answer`` is right, else the hint (no printing)."""
+    if answer is Ellipsis:
+        return "not answered yet: replace the ... with your answer and run the cell again."
+    exercise = get(exercise_id)
+    try:
+        return exercise.grade(answer)
+    except Exception as exc:  # a malformed answer is a hint, not a crash
+        return f"could not check this answer ({type(exc).__name__}: {exc}). {exercise.prompt}"
+
+
+def check(exercise_id: str, answer: Any) -> bool:
+    """Print ✅ or the hint for ``answer``; return whether it was right."""
+    hint = grade(exercise_id, answer)
+    if hint is None:
+        print(f"✅ {exercise_id}: correct.")
+        return True
+    print(f"❌ {exercise_id}: {hint}")
+    return False
+
+
+def solution(exercise_id: str) -> Any:
+    """The reference answer (used by the solutions notebook and the tests)."""
+    return get(exercise_id).solution()
+
+
+__all__ = ["Exercise", "register", "get", "all_exercises", "grade", "check", "solution"]

@@ -1,0 +1,94 @@
+"""The one place where sizes are decided: quick (CI) or full (a learner's run).
+
+Set ``MLM_COURSE_QUICK=1`` to shrink every size the notebooks and scripts read from :data:`SETTINGS`.
+Notebooks never branch on the mode themselves; they read a field of ``SETTINGS``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+QUICK_ENV_VAR = "MLM_COURSE_QUICK"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sizes used across the course. ``full()`` and ``quick()`` are the two presets."""
+
+    quick: bool
+    # corpus
+    corpus_max_chars: int | None  # slice of the pretraining text used by notebooks (None = all)
+    # 01_why_log
+    gd_steps: int  # gradient-descent steps fitting a unigram model by minimising the NLL
+    # 03_masking
+    masking_rows: int  # sequences masked when measuring rates
+    # 05_pretraining
+    pretrain_steps: int
+    pretrain_batch_size: int
+    pretrain_seq_len: int
+    eval_sequences: int
+    # 06_fine_tuning
+    finetune_steps: int
+    finetune_train_examples: int | None
+    finetune_eval_examples: int | None
+    # 07_ablations
+    ablation_steps: int
+
+    @classmethod
+    def full(cls) -> Settings:
+        return cls(
+            quick=False,
+            corpus_max_chars=None,
+            gd_steps=1500,
+            masking_rows=10_000,
+            pretrain_steps=300,
+            pretrain_batch_size=32,
+            pretrain_seq_len=128,
+            eval_sequences=256,
+            finetune_steps=300,
+            finetune_train_examples=None,
+            finetune_eval_examples=None,
+            ablation_steps=200,
+        )
+
+    @classmethod
+    def quick_mode(cls) -> Settings:
+        return replace(
+            cls.full(),
+            quick=True,
+            corpus_max_chars=400_000,
+            gd_steps=300,
+            masking_rows=2_000,
+            pretrain_steps=12,
+            pretrain_batch_size=8,
+            pretrain_seq_len=64,
+            eval_sequences=32,
+            finetune_steps=12,
+            finetune_train_examples=256,
+            finetune_eval_examples=128,
+            ablation_steps=10,
+        )
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        """Read ``MLM_COURSE_QUICK`` (1/true/yes/on or 0/false/no/off/unset)."""
+        value = (os.environ if environ is None else environ).get(QUICK_ENV_VAR, "").strip().lower()
+        if value in _TRUE:
+            return cls.quick_mode()
+        if value in _FALSE:
+            return cls.full()
+        raise ValueError(
+            f"{QUICK_ENV_VAR}={value!r} is not understood: set it to 1 (quick, as in CI) or 0 / unset (full)."
+        )
+
+    def describe(self) -> str:
+        """One line per size, for the top of a notebook."""
+        mode = "quick (CI)" if self.quick else "full"
+        rows = [f"{f.name} = {getattr(self, f.name)}" for f in fields(self) if f.name != "quick"]
+        return f"mode: {mode}\n" + "\n".join(rows)
+
+
+SETTINGS = Settings.from_env()
