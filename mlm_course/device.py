@@ -99,7 +99,6 @@ def choose(prefer: str | None = None, *, mixed_precision: bool = True) -> Device
 def enable_tf32() -> bool:
     """Allow TF32 matmuls on Ampere or newer CUDA GPUs; returns whether it was enabled."""
     if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")  # TF32 tensor cores for fp32 matmuls
         return True
     return False

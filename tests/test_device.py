@@ -107,10 +107,13 @@ def test_autocast_context_bf16_on_cpu_device():
 @pytest.mark.parametrize(("capability", "enabled"), [((8, 0), True), ((7, 5), False)])
 def test_tf32_only_on_ampere_or_newer(fake, monkeypatch, capability, enabled):
     fake(cuda=True, capability=capability)
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    assert device.enable_tf32() is enabled
-    assert torch.backends.cuda.matmul.allow_tf32 is enabled
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        assert device.enable_tf32() is enabled
+        assert torch.get_float32_matmul_precision() == ("high" if enabled else "highest")
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def test_real_machine_choice_is_usable():
