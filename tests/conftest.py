@@ -1,0 +1,35 @@
+"""Shared fixtures: a tiny BERT on the shipped bert-base-uncased vocab, built in milliseconds."""
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from mlm_course import tokenization
+
+TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+@pytest.fixture(scope="session")
+def bert_tok():
+    return tokenization.bert_tokenizer()
+
+
+@pytest.fixture
+def tiny_model(bert_tok):
+    def build(seed: int = 0, **overrides) -> BertForMaskedLM:
+        torch.manual_seed(seed)
+        config = BertConfig(vocab_size=len(bert_tok), max_position_embeddings=64, **{**TINY, **overrides})
+        return BertForMaskedLM(config)
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def sample_text():
+    return (
+        "It is a truth universally acknowledged, that a single man in possession of a good fortune, "
+        "must be in want of a wife. However little known the feelings or views of such a man may be "
+        "on his first entering a neighbourhood, this truth is so well fixed in the minds of the "
+        "surrounding families, that he is considered the rightful property of some one or other of "
+        "their daughters. "
+    ) * 8
