@@ -1,0 +1,209 @@
+"""Exercises of notebook 01_why_log: log-probabilities, perplexity, underflow, log-softmax, the gradient."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mlm_course.exercises import Exercise, register
+
+# ---- 01.1: the log-probability of a sentence ---------------------------------------------------------------------
+_PROBS = (0.2, 0.05, 0.5, 0.1)  # a model's probabilities for the 4 tokens of a sentence
+_LOGP_11 = sum(math.log(p) for p in _PROBS)  # ln 0.0005 = -7.6009...
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
+
+
+def _grade_11(answer) -> str | None:
+    a = float(answer)
+    if _close(a, _LOGP_11):
+        return None
+    if _close(a, math.log10(math.prod(_PROBS))):
+        return "that is log10 (base 10). The course works in nats: use math.log (natural log), not math.log10."
+    if _close(a, math.log2(math.prod(_PROBS))):
+        return "that is log2 (bits). The question asks for nats: use math.log."
+    if _close(a, -_LOGP_11):
+        return "that is the negative log-likelihood; a log-probability of a probability < 1 is negative."
+    if _close(a, math.prod(_PROBS)):
+        return "that is the probability itself (the product); take its natural log, or sum the logs."
+    if _close(a, _LOGP_11 / len(_PROBS)):
+        return "that is the mean log-probability per token; the sentence's log-probability is the sum."
+    return "sum math.log(p) over the four token probabilities."
+
+
+register(Exercise(
+    id="01.1",
+    prompt=f"A model gives the 4 tokens of a sentence the probabilities {_PROBS}. What is ln p(sentence), in nats?",
+    grade=_grade_11,
+    solution=lambda: _LOGP_11,
+    wrong_answers=(math.log10(0.0005), math.log2(0.0005), -_LOGP_11, 0.0005, _LOGP_11 / 4, -5.0),
+))
+
+# ---- 01.2: perplexity -------------------------------------------------------------------------------------------
+_NLL_MEAN = -_LOGP_11 / len(_PROBS)
+_PPL_12 = math.exp(_NLL_MEAN)  # = 0.0005 ** (-1/4) = 6.687...
+
+
+def _grade_12(answer) -> str | None:
+    a = float(answer)
+    if _close(a, _PPL_12):
+        return None
+    if _close(a, math.exp(-_LOGP_11)):
+        return "you exponentiated the summed NLL; perplexity is exp of the *mean* NLL per token (divide by 4 first)."
+    if _close(a, _NLL_MEAN):
+        return "that is the mean NLL in nats; perplexity is exp(mean NLL)."
+    if _close(a, _NLL_MEAN / math.log(2)):
+        return "that is bits per token; perplexity is exp(mean NLL in nats) = 2 ** (bits per token)."
+    if _close(a, 2**_NLL_MEAN) or _close(a, 10**_NLL_MEAN):
+        return "mixed bases: the mean NLL is in nats, so exponentiate with e (math.exp), not 2 or 10."
+    if _close(a, 1 / (sum(_PROBS) / len(_PROBS))):
+        return "1 / (arithmetic mean of p) is not perplexity; perplexity is 1 / (geometric mean of p) = exp(mean NLL)."
+    return "compute the mean of −ln p over the 4 tokens, then math.exp of it."
+
+
+register(Exercise(
+    id="01.2",
+    prompt=f"What is the perplexity of the model on that sentence (token probabilities {_PROBS})?",
+    grade=_grade_12,
+    solution=lambda: _PPL_12,
+    wrong_answers=(math.exp(-_LOGP_11), _NLL_MEAN, _NLL_MEAN / math.log(2), 2**_NLL_MEAN, 1 / 0.2125, 1.0),
+))
+
+# ---- 01.3: where 0.5 ** n underflows in float16 ------------------------------------------------------------------
+_N_13 = 25  # 0.5**24 = 2**-24 is float16's smallest subnormal; 2**-25 is a tie that rounds to even, i.e. to 0
+
+
+def _grade_13(answer) -> str | None:
+    if isinstance(answer, float) and not answer.is_integer():
+        return "a sequence length is a whole number."
+    n = int(answer)
+    if n == _N_13:
+        return None
+    if n == 24:
+        return ("0.5**24 = 2**-24 is float16's smallest subnormal, still > 0. What does 2**-25, exactly half of it, "
+                "round to under round-half-to-even?")
+    if n in (14, 15):
+        return "2**-14 is float16's smallest *normal* number; subnormals go further down, to 2**-24."
+    if n in (149, 150, 1074, 1075, 133, 134):
+        return "that is the answer for another dtype; the question is about float16 (smallest subnormal 2**-24)."
+    if n in (5, 6):
+        return "that is the length for p = 0.05; here p = 0.5."
+    return "multiply 0.5 repeatedly in torch.float16 (or reason with float16's smallest subnormal, 2**-24)."
+
+
+register(Exercise(
+    id="01.3",
+    prompt="At which sequence length n does the running product 0.5 · 0.5 · … (n factors), computed in float16, "
+    "first become exactly 0.0?",
+    grade=_grade_13,
+    solution=lambda: _N_13,
+    wrong_answers=(24, 15, 150, 1075, 6, 24.5, 30),
+))
+
+# ---- 01.4: a stable log-softmax ---------------------------------------------------------------------------------
+_TEST_LOGITS = (
+    torch.tensor([1.0, 2.0, 3.0]),
+    torch.tensor([1000.0, 999.0, 0.0]),
+    torch.tensor([-1000.0, -1001.0, -1003.0]),
+    torch.tensor([[500.0, 0.0, -500.0, 1.0], [1.0, 2.0, 3.0, 4.0]]),
+)
+
+
+def _grade_14(answer) -> str | None:
+    if not callable(answer):
+        return "pass a function, e.g. def my_log_softmax(x): ...; check('01.4', my_log_softmax)."
+    for x in _TEST_LOGITS:
+        try:
+            got = answer(x.clone())
+        except RuntimeError as exc:
+            return (f"it fails on input of shape {tuple(x.shape)} ({exc}): take the max and the sum over dim=-1 "
+                    "with keepdim=True so they broadcast against each row.")
+        if not isinstance(got, torch.Tensor):
+            return "the function must return a tensor (of the same shape as its input)."
+        if got.shape != x.shape:
+            return (f"for input shape {tuple(x.shape)} it returned shape {tuple(got.shape)}: reduce over the last "
+                    "dim with keepdim=True so the subtraction broadcasts per row.")
+        if not torch.isfinite(got).all() and torch.isfinite(torch.log_softmax(x, -1)).all():
+            return (f"it returns inf/nan for logits {x.tolist()}: subtract the maximum logit (per row) before "
+                    "exponentiating.")
+        if (got > 1e-6).any():
+            return "log-probabilities are ≤ 0: did you return the softmax instead of its log?"
+        if not torch.allclose(got, torch.log_softmax(x, -1), atol=1e-5):
+            return (f"wrong values for logits {x.tolist()}; log_softmax(x) = x − m − ln Σ exp(x − m) with m the "
+                    "per-row maximum.")
+    return None
+
+
+def _solution_14():
+    def log_softmax(x):
+        m = x.amax(dim=-1, keepdim=True)
+        return x - m - torch.log(torch.exp(x - m).sum(dim=-1, keepdim=True))
+
+    return log_softmax
+
+
+def _mean_shifted(x):
+    m = x.mean(dim=-1, keepdim=True)
+    return x - m - torch.log(torch.exp(x - m).sum(dim=-1, keepdim=True))
+
+
+register(Exercise(
+    id="01.4",
+    prompt="Write log_softmax(x) over the last dim that stays finite for logits like [1000, 999, 0] "
+    "and works row-wise on 2-D input (no torch.log_softmax / torch.logsumexp).",
+    grade=_grade_14,
+    solution=_solution_14,
+    wrong_answers=(
+        lambda x: torch.log(torch.exp(x) / torch.exp(x).sum(-1, keepdim=True)),  # naive: overflows
+        _mean_shifted,  # shifting by the mean leaves exp(1000 - 666) = inf
+        lambda x: x - x.max() - torch.log(torch.exp(x - x.max()).sum(-1)),  # forgets keepdim / per-row max
+        lambda x: torch.softmax(x, -1),  # the softmax, not its log
+        0.5,
+    ),
+))
+
+# ---- 01.5: the gradient of the mean cross-entropy w.r.t. the logits --------------------------------------------
+_LOGITS_15 = torch.tensor([[2.0, 1.0, 0.1], [0.5, 0.5, 3.0]], dtype=torch.float64)
+_TARGET_15 = torch.tensor([0, 1])
+
+
+def _solution_15() -> torch.Tensor:
+    one_hot = torch.nn.functional.one_hot(_TARGET_15, 3).double()
+    return (torch.softmax(_LOGITS_15, -1) - one_hot) / len(_TARGET_15)
+
+
+def _grade_15(answer) -> str | None:
+    a = torch.as_tensor(answer, dtype=torch.float64)
+    ref = _solution_15()
+    if a.shape != ref.shape:
+        return f"the gradient has the logits' shape {tuple(ref.shape)}; yours has shape {tuple(a.shape)}."
+    if torch.allclose(a, ref, atol=1e-4):
+        return None
+    if torch.allclose(a, ref * len(_TARGET_15), atol=1e-4):
+        return "that is the gradient of the *summed* loss; reduction='mean' divides by the batch size (2)."
+    if torch.allclose(a, -ref, atol=1e-4) or torch.allclose(a, -ref * len(_TARGET_15), atol=1e-4):
+        return "the sign is flipped: the gradient of the loss is softmax − one_hot (descent then lowers it)."
+    probs = torch.softmax(_LOGITS_15, -1)
+    if torch.allclose(a, probs, atol=1e-4) or torch.allclose(a, probs / 2, atol=1e-4):
+        return "you forgot to subtract the one-hot target: ∂loss/∂z = (softmax(z) − one_hot(y)) / N."
+    return ("use ∂/∂z of −log softmax(z)_y = softmax(z) − one_hot(y), averaged over the batch; check with "
+            "autograd: F.cross_entropy(z, y).backward().")
+
+
+register(Exercise(
+    id="01.5",
+    prompt="For logits [[2, 1, 0.1], [0.5, 0.5, 3]] and targets [0, 1], give the gradient of "
+    "F.cross_entropy(logits, targets) (mean reduction) with respect to the logits, as a 2×3 tensor.",
+    grade=_grade_15,
+    solution=_solution_15,
+    wrong_answers=(
+        _solution_15() * 2,
+        -_solution_15(),
+        torch.softmax(_LOGITS_15, -1),
+        torch.zeros(3),
+        torch.zeros(2, 3),
+    ),
+))
