@@ -1,0 +1,200 @@
+"""Masking 10,000 × 128 token ids: mlm_course.masking vs transformers' DataCollatorForLanguageModeling vs a
+per-token Python loop.
+
+    .venv/bin/python benchmarks/bench_masking.py            # full: writes benchmarks/results/masking.json
+    .venv/bin/python benchmarks/bench_masking.py --quick    # CI smoke (1,000 rows); writes only with --out
+
+Compared, in the same run, on the same ids ([CLS] + random non-special bert-base-uncased ids + [SEP], no padding):
+
+* masking only — ``mask_tokens`` on the tensor (Bernoulli and fixed-count) vs the transformers collator's
+  ``torch_mask_tokens`` given the tensor and a precomputed ``special_tokens_mask``;
+* end to end — a list of ``{"input_ids": list}`` examples through ``MLMCollator`` vs through
+  ``DataCollatorForLanguageModeling`` (padding, special-token detection, masking);
+* per-token Python loops — a naive Bernoulli loop over Python lists (the fastest a Python loop gets), the same
+  loop indexing a tensor element by element (what naive tensor code does), and the line-by-line port of the
+  original BERT code (fixed count); each timed on a subset of rows and extrapolated per token to the full batch.
+
+Times are the median of a few repeats (the vectorised candidates timed in turn, round by round); the ratios are (their time) / (our time), so > 1 means ours is faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import DataCollatorForLanguageModeling
+
+from mlm_course import masking
+from mlm_course.tokenization import bert_tokenizer
+
+RESULTS = Path(__file__).resolve().parent / "results" / "masking.json"
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def round_robin_medians(candidates: dict, repeats: int) -> dict[str, float]:
+    """Median seconds per candidate, timing them in turn each round so a busy machine slows all alike."""
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for fn in candidates.values():
+        fn()  # warm-up
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(v) for name, v in times.items()}
+
+
+def loop_over_tensor(ids: torch.Tensor, special: set[int], mask_id: int, vocab: int, g: torch.Generator):
+    """The naive way on tensors: index every element, one torch.rand per token."""
+    out, labels = ids.clone(), torch.full_like(ids, -100)
+    for b in range(ids.shape[0]):
+        for i in range(ids.shape[1]):
+            tok = int(ids[b, i])
+            if tok in special or float(torch.rand(1, generator=g)) >= 0.15:
+                continue
+            labels[b, i] = tok
+            u = float(torch.rand(1, generator=g))
+            if u < 0.8:
+                out[b, i] = mask_id
+            elif u < 0.9:
+                out[b, i] = int(torch.randint(vocab, (1,), generator=g))
+    return out, labels
+
+
+def loop_bernoulli(rows: list[list[int]], special: set[int], mask_id: int, vocab: int, rng: random.Random):
+    """The naive way: a Python loop over every token."""
+    out_ids, out_labels = [], []
+    for row in rows:
+        ids, labels = list(row), [-100] * len(row)
+        for i, tok in enumerate(row):
+            if tok in special or rng.random() >= 0.15:
+                continue
+            labels[i] = tok
+            u = rng.random()
+            if u < 0.8:
+                ids[i] = mask_id
+            elif u < 0.9:
+                ids[i] = rng.randrange(vocab)
+        out_ids.append(ids)
+        out_labels.append(labels)
+    return out_ids, out_labels
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1,000 rows, 3 repeats: a smoke test for CI")
+    parser.add_argument("--rows", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=None, help=f"JSON output (full run default: {RESULTS})")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a shared 2-core machine, 2 threads stall on each other; "
+                        "0 = torch's default)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rows = args.rows or (1_000 if args.quick else 10_000)
+    seq_len, repeats = 128, (3 if args.quick else 7)
+    loop_rows = 20 if args.quick else 300
+
+    tok = bert_tokenizer()
+    specials = tok.all_special_ids
+    g = torch.Generator().manual_seed(0)
+    body = torch.randint(999, len(tok), (rows, seq_len - 2), generator=g)
+    ids = torch.cat([torch.full((rows, 1), tok.cls_token_id), body, torch.full((rows, 1), tok.sep_token_id)], 1)
+    special_mask = torch.isin(ids, torch.tensor(specials)).long()
+    examples = [{"input_ids": r} for r in ids.tolist()]
+    kw = {"special_ids": specials, "mask_token_id": tok.mask_token_id, "vocab_size": len(tok)}
+
+    theirs = DataCollatorForLanguageModeling(tok, mlm_probability=0.15, seed=0)
+    theirs([examples[0]])  # creates its generator
+    ours = masking.MLMCollator(tok, seed=0)
+
+    candidates = {
+        "ours_bernoulli": lambda: masking.mask_tokens(ids, generator=g, **kw),
+        "ours_fixed": lambda: masking.mask_tokens(ids, scheme="fixed", generator=g, **kw),
+        "transformers_mask_tokens": lambda: theirs.torch_mask_tokens(ids.clone(), special_tokens_mask=special_mask),
+        "ours_collator_end_to_end": lambda: ours(examples),
+        "transformers_collator_end_to_end": lambda: theirs(examples),
+    }
+    t = round_robin_medians(candidates, repeats)
+
+    subset = ids[:loop_rows].tolist()
+    rng = random.Random(0)
+    per_token = seq_len * loop_rows
+    loop_b = median_seconds(lambda: loop_bernoulli(subset, set(specials), tok.mask_token_id, len(tok), rng), 3)
+    tensor_rows = max(2, loop_rows // 10)
+    loop_t = median_seconds(
+        lambda: loop_over_tensor(ids[:tensor_rows], set(specials), tok.mask_token_id, len(tok), g), 3
+    )
+    vocab_ids = list(range(len(tok)))
+
+    def original_port():
+        for row in subset:
+            masking.reference_original_masking(
+                row, vocab_words=vocab_ids, rng=rng, special={tok.cls_token_id, tok.sep_token_id},
+                is_continuation=lambda _t: False, mask_token=tok.mask_token_id, max_predictions_per_seq=20,
+            )
+
+    loop_f = median_seconds(original_port, 3)
+    t["python_loop_bernoulli_extrapolated"] = loop_b / per_token * rows * seq_len
+    t["python_loop_over_tensor_extrapolated"] = loop_t / (seq_len * tensor_rows) * rows * seq_len
+    t["python_loop_original_fixed_extrapolated"] = loop_f / per_token * rows * seq_len
+
+    ratios = {
+        "bernoulli_vs_transformers_mask_tokens": t["transformers_mask_tokens"] / t["ours_bernoulli"],
+        "fixed_vs_transformers_mask_tokens": t["transformers_mask_tokens"] / t["ours_fixed"],
+        "collator_vs_transformers_collator": t["transformers_collator_end_to_end"] / t["ours_collator_end_to_end"],
+        "bernoulli_vs_python_loop_on_lists": t["python_loop_bernoulli_extrapolated"] / t["ours_bernoulli"],
+        "bernoulli_vs_python_loop_on_tensor": t["python_loop_over_tensor_extrapolated"] / t["ours_bernoulli"],
+        "fixed_vs_original_python_loop": t["python_loop_original_fixed_extrapolated"] / t["ours_fixed"],
+    }
+    result = {
+        "task": f"mask {rows:,} x {seq_len} token ids (15 %, 80/10/10)",
+        "repeats": repeats,
+        "python_loops": f"timed on {loop_rows} rows ({tensor_rows} for the tensor loop), extrapolated per token "
+        f"to {rows:,} rows",
+        "seconds": t,
+        "speedup_ours_over_theirs": ratios,
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+        },
+    }
+    print(f"{result['task']}; median of {repeats}; loops {result['python_loops']}")
+    for name, seconds in t.items():
+        print(f"  {name:42s} {seconds * 1000:10.1f} ms")
+    for name, ratio in ratios.items():
+        print(f"  speed-up {name:42s} {ratio:8.1f}x")
+    out = args.out or (None if args.quick else RESULTS)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"written to {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

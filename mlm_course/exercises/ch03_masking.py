@@ -1,0 +1,230 @@
+"""Exercises of notebook 03_masking: the original count, the replacement mix, labels, fixed-count and whole-word
+selection without a loop over tokens."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mlm_course.exercises import Exercise, register
+
+# ---- 03.1: the original BERT count ------------------------------------------------------------------------------
+_LENGTHS_31 = (3, 12, 30, 70)
+_COUNTS_31 = [1, 2, 5, 11]  # max(1, round_py2(0.15 * n)): 0.45, 1.8, 4.5, 10.5
+
+
+def _grade_31(answer) -> str | None:
+    answer = [int(a) for a in answer]
+    if answer == _COUNTS_31:
+        return None
+    if len(answer) != len(_LENGTHS_31):
+        return f"give one count per length {_LENGTHS_31}: {len(_LENGTHS_31)} numbers."
+    if answer[0] == 0:
+        return "the original never predicts 0 tokens: num_to_predict = min(max_pred, max(1, round(0.15 * n)))."
+    if answer[1] == 1:
+        return "0.15 × 12 = 1.8: round it, do not truncate with int() (int(1.8) = 1)."
+    if answer[2:] == [4, 10]:
+        return ("4.5 and 10.5 are exact halves: the original ran on Python 2, whose round() sends halves away from "
+                "zero (5, 11); Python 3's round() sends them to the even neighbour (4, 10).")
+    return "compute max(1, round_half_up(0.15 * n)) for each n, n counting [CLS] and [SEP]."
+
+
+register(Exercise(
+    id="03.1",
+    prompt=("How many tokens does the original BERT (15 %, no cap) predict in sequences of n = 3, 12, 30, 70 tokens "
+            "(n includes [CLS] and [SEP])? Give a list of four integers."),
+    grade=_grade_31,
+    solution=lambda: list(_COUNTS_31),
+    wrong_answers=([0, 1, 4, 10], [1, 1, 4, 10], [1, 2, 4, 10], [1, 2, 5]),
+))
+
+# ---- 03.2: the conditional probability of the second coin -------------------------------------------------------
+
+
+def _grade_32(answer) -> str | None:
+    q = float(answer)
+    if math.isclose(q, 2 / 3, abs_tol=1e-3):
+        return None
+    if math.isclose(q, 0.2, abs_tol=1e-3):
+        return ("0.2 is the overall share, but the second coin only sees the 30 % that were not [MASK]ed: "
+                "q = 0.2 / 0.3. With q = 0.2 you would get 70 / 6 / 24.")
+    if math.isclose(q, 0.1, abs_tol=1e-3) or math.isclose(q, 1 / 3, abs_tol=1e-3):
+        return "q is P(random | not [MASK]) — random is the 0.2 share out of the 0.3 left, not the 'unchanged' share."
+    return "after the [MASK] coin 30 % remain; what fraction of those 30 % must become random to give 20 % overall?"
+
+
+register(Exercise(
+    id="03.2",
+    prompt=("Code draws `u1 < 0.7` → [MASK]; otherwise `u2 < q` → random, else unchanged. Which q gives the mix "
+            "70 % [MASK] / 20 % random / 10 % unchanged?"),
+    grade=_grade_32,
+    solution=lambda: 2 / 3,
+    wrong_answers=(0.2, 0.1, 1 / 3),
+))
+
+# ---- 03.3: labels -----------------------------------------------------------------------------------------------
+# [CLS] the quick brown fox [SEP]; positions 2 (quick) → [MASK], 4 (fox) selected but left unchanged
+_ORIGINAL_33 = [101, 1996, 4248, 2829, 4419, 102]
+_LABELS_33 = [-100, -100, 4248, -100, 4419, -100]
+
+
+def _grade_33(answer) -> str | None:
+    answer = [int(a) for a in answer]
+    if answer == _LABELS_33:
+        return None
+    if len(answer) != len(_ORIGINAL_33):
+        return "give one label per input position (6)."
+    if answer[2] == 103:
+        return ("the label at a [MASK]ed position is the original id (4248), not 103: did you corrupt input_ids "
+                "in place and then copy them into labels? Clone first.")
+    if answer == _ORIGINAL_33:
+        return "unselected positions must be -100 (ignored by the loss), otherwise the model is scored on copying."
+    if answer[4] == -100:
+        return "position 4 was selected (then left unchanged): it still needs its label, 4419."
+    if 0 in answer and -100 not in answer:
+        return "use -100, not 0, for ignored positions: 0 is the id of [PAD], a real class for the loss."
+    return "labels: the original id at each selected position (2 and 4), -100 everywhere else."
+
+
+register(Exercise(
+    id="03.3",
+    prompt=(f"input_ids {_ORIGINAL_33}; positions 2 and 4 are selected, 2 becomes [MASK] (103), 4 is left "
+            "unchanged. Give the labels list."),
+    grade=_grade_33,
+    solution=lambda: list(_LABELS_33),
+    wrong_answers=(
+        [-100, -100, 103, -100, 4419, -100],
+        list(_ORIGINAL_33),
+        [-100, -100, 4248, -100, -100, -100],
+        [0, 0, 4248, 0, 4419, 0],
+    ),
+))
+
+# ---- 03.4: fixed-count selection without a loop -----------------------------------------------------------------
+_MASKABLE_34 = torch.tensor([[0, 1, 1, 1, 1, 1, 1, 0], [0, 1, 0, 1, 1, 0, 1, 0], [0, 1, 1, 0, 0, 0, 0, 0]], dtype=torch.bool)
+_K_34 = torch.tensor([2, 3, 1])
+
+
+def _grade_34(fn) -> str | None:
+    reps = 4000
+    maskable = _MASKABLE_34.repeat(reps, 1)
+    k = _K_34.repeat(reps)
+    got = torch.as_tensor(fn(maskable.clone(), k.clone(), torch.Generator().manual_seed(0))).bool()
+    if got.shape != maskable.shape:
+        return f"return a bool tensor shaped like maskable {tuple(maskable.shape)}, got {tuple(got.shape)}."
+    if (got & ~maskable).any():
+        return "it selected a non-maskable position ([CLS]/[SEP]/[PAD]): give those a score that always loses (-inf)."
+    if not torch.equal(got.sum(1), k):
+        return ("each row must hold exactly k[i] selections; a Bernoulli draw with rate k/n only gets it right on "
+                "average. Rank random scores per row (topk / argsort) and keep the first k[i].")
+    counts = got.view(reps, 3, -1).sum(0).float()  # per layout, per position
+    for row in range(3):
+        c = counts[row][_MASKABLE_34[row]]
+        expected = c.sum() / len(c)
+        chi2 = float(((c - expected) ** 2 / expected).sum())
+        if chi2 > 30:  # df ≤ 5: p < 1e-5
+            return ("the counts are right but the choice is not uniform (e.g. always the leftmost maskable tokens): "
+                    "rank *random* scores, not positions.")
+    again = torch.as_tensor(fn(maskable.clone(), k.clone(), torch.Generator().manual_seed(0))).bool()
+    if not torch.equal(got, again):
+        return "use the generator you are given for every random draw, so the same seed gives the same selection."
+    return None
+
+
+def _solution_34():
+    def select_fixed(maskable, k, generator):
+        scores = torch.rand(maskable.shape, generator=generator).masked_fill(~maskable, -1.0)
+        top = scores.topk(int(k.max()), dim=1).indices
+        return torch.zeros_like(maskable).scatter(1, top, torch.arange(top.shape[1])[None, :] < k[:, None])
+
+    return select_fixed
+
+
+def _leftmost(maskable, k, generator):
+    rank = torch.cumsum(maskable.long(), 1)
+    return maskable & (rank <= k[:, None])
+
+
+def _bernoulli_rate(maskable, k, generator):
+    rate = (k / maskable.sum(1))[:, None]
+    return maskable & (torch.rand(maskable.shape, generator=generator) < rate)
+
+
+def _ignores_specials(maskable, k, generator):
+    top = torch.rand(maskable.shape, generator=generator).topk(int(k.max()), dim=1).indices
+    return torch.zeros_like(maskable).scatter(1, top, torch.arange(top.shape[1])[None, :] < k[:, None])
+
+
+register(Exercise(
+    id="03.4",
+    prompt=("Write select_fixed(maskable, k, generator) -> bool tensor: exactly k[i] positions of row i, uniformly "
+            "among its maskable ones, without a Python loop over tokens."),
+    grade=_grade_34,
+    solution=_solution_34,
+    wrong_answers=(_leftmost, _bernoulli_rate, _ignores_specials),
+))
+
+# ---- 03.5: whole-word Bernoulli -----------------------------------------------------------------------------------
+# word ids per token, -1 = special: words of 1, 3, 2 and 1 pieces
+_WORDS_35 = torch.tensor([[-1, 0, 1, 1, 1, 2, 2, 3, -1]])
+
+
+def _grade_35(fn) -> str | None:
+    reps, rate = 20_000, 0.3
+    word_ids = _WORDS_35.repeat(reps, 1)
+    got = torch.as_tensor(fn(word_ids.clone(), rate, torch.Generator().manual_seed(0))).bool()
+    if got.shape != word_ids.shape:
+        return f"return a bool tensor shaped like word_ids {tuple(word_ids.shape)}."
+    if (got & (word_ids < 0)).any():
+        return "a special token (word id -1) was selected."
+    for w in range(4):
+        members = got[:, (word_ids[0] == w)]
+        if not (members.all(1) | ~members.any(1)).all():
+            return f"word {w} was split: decide once per word and give the decision to all its pieces."
+    share = got[:, (word_ids[0] == 1)][:, 0].float().mean().item()  # the 3-piece word
+    single = got[:, (word_ids[0] == 0)][:, 0].float().mean().item()
+    bound = 3.3 * math.sqrt(rate * (1 - rate) / reps)
+    if abs(single - rate) > bound:
+        return f"a one-piece word should be selected with probability {rate}, got {single:.3f}."
+    if abs(share - rate) > bound:
+        return (f"the three-piece word was selected {share:.3f} of the time, not {rate}: selecting a word when *any* "
+                "piece wins its coin favours long words (1 − 0.7³ ≈ 0.66). Flip one coin per word.")
+    return None
+
+
+def _solution_35():
+    def whole_word(word_ids, rate, generator):
+        valid = word_ids >= 0
+        first = valid & (word_ids != torch.nn.functional.pad(word_ids, (1, 0), value=-1)[:, :-1])
+        coin = (torch.rand(word_ids.shape, generator=generator) < rate) & first
+        word_no = torch.cumsum(first.flatten(), 0).reshape(word_ids.shape) - 1
+        return valid & coin[first][word_no.clamp(min=0)]
+
+    return whole_word
+
+
+def _per_token(word_ids, rate, generator):
+    return (word_ids >= 0) & (torch.rand(word_ids.shape, generator=generator) < rate)
+
+
+def _any_piece(word_ids, rate, generator):
+    coin = (word_ids >= 0) & (torch.rand(word_ids.shape, generator=generator) < rate)
+    same = (word_ids[:, :, None] == word_ids[:, None, :]) & (word_ids[:, None, :] >= 0)
+    return (word_ids >= 0) & (same & coin[:, None, :]).any(-1)
+
+
+def _first_piece_only(word_ids, rate, generator):
+    valid = word_ids >= 0
+    first = valid & (word_ids != torch.nn.functional.pad(word_ids, (1, 0), value=-1)[:, :-1])
+    return first & (torch.rand(word_ids.shape, generator=generator) < rate)
+
+
+register(Exercise(
+    id="03.5",
+    prompt=("Write whole_word(word_ids, rate, generator) -> bool tensor: each word (same id, -1 = special) selected "
+            "with probability rate, all its pieces together, without a Python loop over tokens."),
+    grade=_grade_35,
+    solution=_solution_35,
+    wrong_answers=(_per_token, _any_piece, _first_piece_only),
+))

@@ -1,0 +1,475 @@
+"""mlm_course.masking: statistics with stated 99.9 % bounds, invariants (hypothesis), agreement with transformers'
+DataCollatorForLanguageModeling and with a port of the original BERT code, the collator (incl. Trainer), errors."""
+
+import random
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy import stats
+from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+
+from mlm_course import masking
+from mlm_course.masking import KEPT, MASKED, NOT_SELECTED, RANDOM, MLMCollator, mask_tokens
+
+CONF = 0.999
+PAD, CLS, SEP, MASK, UNK = 0, 1, 2, 3, 4  # the toy vocabulary's specials
+TOY_SPECIALS = [PAD, CLS, SEP, MASK, UNK]
+TOY_VOCAB = 50
+
+
+def toy_batch(rows, length, seed, *, min_len=3):
+    """[CLS] body [SEP] rows of random lengths, right-padded with PAD, over the toy vocabulary."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, TOY_VOCAB, (rows, length), generator=g)
+    lens = torch.randint(min_len, length + 1, (rows,), generator=g)
+    pos = torch.arange(length)[None, :]
+    ids[:, 0] = CLS
+    ids[pos == (lens[:, None] - 1)] = SEP
+    ids[pos >= lens[:, None]] = PAD
+    return ids, (pos < lens[:, None]).long()
+
+
+def toy_mask(ids, attention, **kw):
+    kw = {"mask_token_id": MASK, "vocab_size": TOY_VOCAB, "special_ids": TOY_SPECIALS, **kw}
+    return mask_tokens(ids, attention_mask=attention, **kw)
+
+
+def in_binom_interval(count, trials, p, what):
+    low, high = stats.binom.interval(CONF, trials, p)
+    assert low <= count <= high, (
+        f"{what}: {count}/{trials} = {count / trials:.5f}, outside the 99.9 % binomial interval "
+        f"[{low / trials:.5f}, {high / trials:.5f}] around {p}"
+    )
+
+
+def py2_round(x):
+    return int(Decimal(x).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def py3_round(x):
+    return int(Decimal(x).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+
+
+# ---- statistics ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_batch():
+    return toy_batch(7000, 128, seed=1, min_len=96)  # ≈ 0.78 M maskable tokens → ≈ 117 k selections at 15 %
+
+
+@pytest.mark.parametrize("scheme", ["bernoulli", "fixed"])
+def test_selection_rate_and_mix_inside_999_intervals(big_batch, scheme):
+    ids, att = big_batch
+    out = toy_mask(ids, att, scheme=scheme, generator=torch.Generator().manual_seed(2))
+    n_maskable, n_sel = int(out.maskable.sum()), int(out.selected.sum())
+    assert n_sel >= 100_000
+    if scheme == "bernoulli":
+        in_binom_interval(n_sel, n_maskable, 0.15, "selection rate")
+    for code, share, name in [(MASKED, 0.8, "[MASK]"), (RANDOM, 0.1, "random"), (KEPT, 0.1, "unchanged")]:
+        in_binom_interval(int((out.action == code).sum()), n_sel, share, f"{scheme}: share {name}")
+
+
+def test_fixed_count_masks_exactly_the_formula_on_every_row(big_batch):
+    ids, att = big_batch
+    for rounding, ref in [("half_up", py2_round), ("half_even", py3_round)]:
+        out = toy_mask(ids, att, scheme="fixed", max_predictions=20, rounding=rounding,
+                       generator=torch.Generator().manual_seed(3))
+        n = att.sum(1).tolist()  # the original counts every token, [CLS] and [SEP] included
+        expected = torch.tensor([min(20, max(1, ref(k * 0.15)), m) for k, m in zip(n, out.maskable.sum(1).tolist(), strict=True)])
+        assert torch.equal(out.selected.sum(1), expected)
+
+
+def test_fixed_count_is_uniform_over_maskable_positions():
+    ids, att = toy_batch(30_000, 12, seed=4, min_len=12)  # [CLS] + 10 + [SEP]: k = max(1, round(1.8)) = 2
+    out = toy_mask(ids, att, scheme="fixed", generator=torch.Generator().manual_seed(5))
+    assert (out.selected.sum(1) == 2).all()
+    counts = out.selected[:, 1:11].sum(0)
+    p = stats.chisquare(counts.numpy()).pvalue
+    assert p > 0.001, f"positions not uniform: chi-square p = {p:.2g} ≤ 0.001; counts {counts.tolist()}"
+
+
+@pytest.mark.parametrize("random_from", ["non_special", "vocab"])
+def test_random_replacements_uniform_over_allowed_tokens(big_batch, random_from):
+    ids, att = big_batch
+    out = toy_mask(ids, att, rate=1.0, mix=(0, 1, 0), random_from=random_from,
+                   generator=torch.Generator().manual_seed(6))
+    drawn = out.input_ids[out.action == RANDOM]
+    assert len(drawn) >= 100_000
+    counts = torch.bincount(drawn, minlength=TOY_VOCAB)
+    allowed = torch.arange(TOY_VOCAB) if random_from == "vocab" else torch.arange(5, TOY_VOCAB)
+    if random_from == "non_special":
+        assert counts[:5].sum() == 0, "a special token was drawn as a random replacement"
+    p = stats.chisquare(counts[allowed].numpy()).pvalue
+    assert p > 0.001, f"random replacements not uniform over {len(allowed)} tokens: chi-square p = {p:.2g} ≤ 0.001"
+
+
+def test_whole_word_bernoulli_rate_and_fixed_budget(big_batch):
+    ids, att = big_batch
+    cont = torch.rand(ids.shape, generator=torch.Generator().manual_seed(7)) < 0.3
+    out = toy_mask(ids, att, continuation=cont, generator=torch.Generator().manual_seed(8))
+    in_binom_interval(int(out.selected.sum()), int(out.maskable.sum()), 0.15, "whole-word token rate")
+    starts = masking.word_starts(out.maskable, continuation=cont)
+    in_binom_interval(int((out.selected & starts).sum()), int(starts.sum()), 0.15, "whole-word word rate")
+    fixed = toy_mask(ids, att, continuation=cont, scheme="fixed", generator=torch.Generator().manual_seed(9))
+    k = masking.num_to_predict(att.sum(1), 0.15)
+    assert (fixed.selected.sum(1) <= k).all()
+    assert fixed.selected.sum() >= 0.97 * k.sum(), "greedy fill should come close to the budget"
+
+
+def test_binomial_interval_is_wilson():
+    for successes, trials in [(150, 1000), (0, 50), (117_000, 780_000)]:
+        ours = masking.binomial_interval(successes, trials, 0.999)
+        ref = stats.binomtest(successes, trials).proportion_ci(0.999, method="wilson")
+        assert ours == pytest.approx((ref.low, ref.high), abs=1e-9)
+
+
+def test_measure_rates_counts(big_batch):
+    ids, att = big_batch
+    out = toy_mask(ids, att, generator=torch.Generator().manual_seed(10))
+    r = masking.measure_rates(out)
+    assert r["selected"]["trials"] == int(out.maskable.sum())
+    assert r["[MASK]"]["count"] + r["random"]["count"] + r["unchanged"]["count"] == r["selected"]["count"]
+    assert r["selected"]["low"] < 0.15 < r["selected"]["high"]
+
+
+# ---- the count formula and the original algorithm -----------------------------------------------------------
+
+
+def test_num_to_predict_matches_python2_and_python3_round():
+    n = torch.arange(0, 600)
+    for rounding, ref in [("half_up", py2_round), ("half_even", py3_round)]:
+        expected = [max(1, ref(k * 0.15)) for k in range(600)]
+        assert masking.num_to_predict(n, 0.15, rounding=rounding).tolist() == expected
+        assert [masking.num_to_predict(k, 0.15, rounding=rounding) for k in range(600)] == expected
+    assert masking.num_to_predict(30, 0.15) == 5 and masking.num_to_predict(30, 0.15, rounding="half_even") == 4
+    assert masking.num_to_predict(512, 0.15, max_predictions=80) == 77
+    assert masking.num_to_predict(1000, 0.15, max_predictions=20) == 20
+
+
+def test_fixed_counts_equal_the_original_port():
+    rng = random.Random(0)
+    vocab = ["[PAD]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)]
+    rows = [["[CLS]"] + [f"w{rng.randrange(40)}" for _ in range(rng.randrange(1, 60))] + ["[SEP]"] for _ in range(300)]
+    ref_counts = [len(masking.reference_original_masking(r, vocab_words=vocab, rng=rng)[1]) for r in rows]
+    length = max(map(len, rows))
+    ids = torch.tensor([[vocab.index(t) for t in r] + [0] * (length - len(r)) for r in rows])
+    out = mask_tokens(ids, attention_mask=ids != 0, special_ids=[0, 1, 2, 3], mask_token_id=3, vocab_size=len(vocab),
+                      scheme="fixed", max_predictions=20, generator=torch.Generator().manual_seed(0))
+    assert out.selected.sum(1).tolist() == ref_counts
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), max_size=12), min_size=1, max_size=6), st.integers(0, 12), st.randoms())
+def test_greedy_fill_equals_the_original_loop(rows, budget, rnd):
+    width = max(map(len, rows))
+    lengths = torch.tensor([r + [0] * (width - len(r)) for r in rows]).reshape(len(rows), width)
+    got = masking._greedy_fill(lengths, torch.full((len(rows),), budget))
+    for row, accepted in zip(rows, got.tolist(), strict=True):
+        used, want = 0, []
+        for length in row:  # the original: skip a word that overflows the budget, keep trying later ones
+            ok = length > 0 and used + length <= budget
+            used += length if ok else 0
+            want.append(ok)
+        assert accepted[: len(row)] == want
+
+
+def test_original_port_whole_word_keeps_pieces_together():
+    rng = random.Random(1)
+    tokens = ["[CLS]", "un", "##aff", "##able", "is", "a", "word", "##piece", "[SEP]"]
+    for _ in range(200):
+        out, positions, labels = masking.reference_original_masking(
+            tokens, vocab_words=tokens, rng=rng, masked_lm_prob=0.5, do_whole_word_mask=True
+        )
+        chosen = set(positions)
+        assert 0 not in chosen and 8 not in chosen
+        assert len({1, 2, 3} & chosen) in (0, 3) and len({6, 7} & chosen) in (0, 2)
+        assert labels == [tokens[i] for i in positions]
+
+
+# ---- invariants (hypothesis) --------------------------------------------------------------------------------
+
+MIXES = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.5, 0.3, 0.2)]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.integers(1, 6), length=st.integers(1, 40), seed=st.integers(0, 2**31 - 1),
+    rate=st.floats(0, 1), scheme=st.sampled_from(["bernoulli", "fixed"]), mix=st.sampled_from(MIXES),
+    special_share=st.floats(0, 0.6), whole_word=st.sampled_from([None, "continuation", "word_ids"]),
+    max_predictions=st.sampled_from([None, 1, 3]),
+)
+def test_invariants(rows, length, seed, rate, scheme, mix, special_share, whole_word, max_predictions):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, TOY_VOCAB, (rows, length), generator=g)
+    specials = torch.rand(rows, length, generator=g) < special_share
+    ids[specials] = torch.randint(1, 5, (int(specials.sum()),), generator=g)
+    lens = torch.randint(0, length + 1, (rows,), generator=g)
+    att = (torch.arange(length)[None, :] < lens[:, None]).long()
+    ids[att == 0] = PAD
+    cont = torch.rand(rows, length, generator=g) < 0.4
+    word_ids = torch.cumsum(~cont, 1) * att - (1 - att)  # runs share an id; -1 on padding
+    kw = {"continuation": cont} if whole_word == "continuation" else {"word_ids": word_ids} if whole_word else {}
+    before = (ids.clone(), att.clone(), cont.clone())
+    maskable = (att == 1) & (ids >= 5)
+
+    def run():
+        return toy_mask(ids, att, rate=rate, scheme=scheme, mix=mix, max_predictions=max_predictions,
+                        generator=torch.Generator().manual_seed(seed), **kw)
+
+    if not maskable.any():
+        with pytest.raises(ValueError, match="no token of this batch may be masked"):
+            run()
+        return
+    out = run()
+    sel = out.selected
+    assert torch.equal(ids, before[0]) and torch.equal(att, before[1]) and torch.equal(cont, before[2])
+    assert torch.equal(out.maskable, maskable)
+    assert not (sel & ~maskable).any(), "selected a special token or padding"
+    assert torch.equal(out.labels, torch.where(sel, ids, -100))
+    assert torch.equal(out.input_ids[~sel], ids[~sel]), "an unselected input changed"
+    assert (out.input_ids[out.action == MASKED] == MASK).all()
+    assert torch.equal(out.input_ids[out.action == KEPT], ids[out.action == KEPT])
+    assert (out.input_ids[out.action == RANDOM] >= 5).all()
+    if mix[0] == 1:
+        assert (out.action[sel] == MASKED).all()
+    assert torch.equal(out.action == NOT_SELECTED, ~sel)
+    if whole_word:
+        starts = masking.word_starts(maskable, continuation=cont)
+        word = torch.cumsum(starts.flatten(), 0).reshape(ids.shape)
+        for w in word[maskable].unique():
+            members = sel[(word == w) & maskable]
+            assert members.all() or not members.any(), "a word was split"
+    if scheme == "fixed":
+        k = torch.minimum(masking.num_to_predict(att.sum(1), rate, max_predictions=max_predictions),
+                          maskable.sum(1))
+        if whole_word:
+            assert (sel.sum(1) <= k).all()
+        else:
+            assert torch.equal(sel.sum(1), k)
+    again = run()
+    assert torch.equal(again.input_ids, out.input_ids) and torch.equal(again.labels, out.labels)
+
+
+# ---- documented behaviours ----------------------------------------------------------------------------------
+
+
+def test_documented_edge_behaviours():
+    ids = torch.tensor([[CLS, 7, 8, 9, SEP], [CLS, SEP, PAD, PAD, PAD]])
+    att = (ids != PAD).long()
+    g = torch.Generator().manual_seed(0)
+    out = toy_mask(ids, att, rate=1.0, generator=g)  # row 2 has nothing maskable: left alone, labels all -100
+    assert out.selected[0, 1:4].all() and not out.selected[1].any() and (out.labels[1] == -100).all()
+    assert not toy_mask(ids, att, rate=0.0, generator=g).selected.any()
+    # fixed count keeps the original's max(1, …): rate 0 still predicts one token per row
+    assert toy_mask(ids, att, rate=0.0, scheme="fixed", generator=g).selected.sum(1).tolist() == [1, 0]
+    # asking for more than the row holds takes every maskable token
+    assert toy_mask(ids, att, rate=1.0, scheme="fixed", generator=g).selected.sum(1).tolist() == [3, 0]
+    one = toy_mask(torch.tensor([CLS, 7, 8, SEP]), None, rate=1.0, generator=g)
+    assert one.input_ids.shape == (4,) and one.selected.tolist() == [False, True, True, False]
+
+
+def test_determinism_and_fresh_draws():
+    ids, att = toy_batch(64, 32, seed=11)
+    a = toy_mask(ids, att, generator=torch.Generator().manual_seed(1))
+    b = toy_mask(ids, att, generator=torch.Generator().manual_seed(1))
+    c = toy_mask(ids, att, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.labels, b.labels)
+    assert not torch.equal(a.labels, c.labels)
+    f1 = masking.frozen_eval_masks(ids, seed=5, attention_mask=att, mask_token_id=MASK, vocab_size=TOY_VOCAB,
+                                   special_ids=TOY_SPECIALS)
+    f2 = masking.frozen_eval_masks(ids, seed=5, attention_mask=att, mask_token_id=MASK, vocab_size=TOY_VOCAB,
+                                   special_ids=TOY_SPECIALS)
+    assert torch.equal(f1.labels, f2.labels) and torch.equal(f1.input_ids, f2.input_ids)
+
+
+def test_static_vs_dynamic_distinct_masks():
+    ids, att = toy_batch(8, 64, seed=12, min_len=64)
+    kw = {"attention_mask": att, "mask_token_id": MASK, "vocab_size": TOY_VOCAB, "special_ids": TOY_SPECIALS}
+    static = masking.epoch_masks(ids, epochs=7, mode="static", copies=3, generator=torch.Generator().manual_seed(0), **kw)
+    dynamic = masking.epoch_masks(ids, epochs=7, mode="dynamic", generator=torch.Generator().manual_seed(0), **kw)
+    assert static[0] is static[3] is static[6]
+    assert masking.count_distinct_masks(static).tolist() == [3] * 8
+    assert masking.count_distinct_masks(dynamic).tolist() == [7] * 8
+
+
+def test_select_and_replace_compose_to_mask_tokens():
+    ids, att = toy_batch(16, 20, seed=13)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    full = toy_mask(ids, att, generator=g1)
+    maskable = (att == 1) & (ids >= 5)
+    sel = masking.select_positions(maskable, generator=g2, n_tokens=att.sum(1))
+    new, labels, action = masking.apply_replacement(
+        ids, sel, mask_token_id=MASK, random_ids=masking.replacement_ids(TOY_VOCAB, TOY_SPECIALS), generator=g2
+    )
+    assert torch.equal(new, full.input_ids) and torch.equal(labels, full.labels) and torch.equal(action, full.action)
+
+
+def test_word_starts_from_a_real_tokenizer(bert_tok):
+    enc = bert_tok("unaffable tokenization works", return_special_tokens_mask=True)
+    ids = torch.tensor([enc["input_ids"]])
+    maskable = torch.tensor([enc["special_tokens_mask"]]) == 0
+    by_ids = masking.word_starts(maskable, word_ids=[enc.word_ids()])
+    by_hash = masking.word_starts(maskable, continuation=masking.continuation_lookup(bert_tok)[ids])
+    pieces = bert_tok.convert_ids_to_tokens(enc["input_ids"])
+    assert torch.equal(by_ids, by_hash)
+    assert [p for p, s in zip(pieces, by_ids[0].tolist(), strict=True) if s] == [p for p in pieces if p[0].isalpha()]
+
+
+# ---- agreement with transformers ----------------------------------------------------------------------------
+
+
+def test_distribution_agrees_with_transformers_collator(bert_tok):
+    g = torch.Generator().manual_seed(20)
+    lens = torch.randint(8, 128, (3000,), generator=g).tolist()
+    body = torch.randint(1000, 30_000, (sum(lens),), generator=g).split(lens)
+    examples = [{"input_ids": [101, *b.tolist(), 102]} for b in body]
+    theirs = DataCollatorForLanguageModeling(bert_tok, mlm_probability=0.15, seed=1)(examples)  # independent draws
+    ours = MLMCollator(bert_tok, seed=0)(examples)
+    assert torch.equal(ours["attention_mask"], theirs["attention_mask"])
+    for name, out in [("ours", ours), ("transformers", theirs)]:
+        ids_in = torch.where(out["labels"] != -100, out["labels"], out["input_ids"])
+        special = torch.isin(ids_in, torch.tensor(bert_tok.all_special_ids))
+        sel = out["labels"] != -100
+        assert not (sel & special).any(), f"{name} selected a special token"
+        n_maskable, n_sel = int((~special).sum()), int(sel.sum())
+        in_binom_interval(n_sel, n_maskable, 0.15, f"{name} selection rate")
+        in_binom_interval(int((out["input_ids"][sel] == 103).sum()), n_sel, 0.8, f"{name} [MASK] share")
+        in_binom_interval(int((out["input_ids"][sel] == out["labels"][sel]).sum()), n_sel,
+                          0.1 + 0.1 / len(bert_tok), f"{name} unchanged share")
+        assert torch.equal(out["input_ids"][~sel], ids_in[~sel]), f"{name} changed an unselected input"
+    a, b = int((ours["labels"] != -100).sum()), int((theirs["labels"] != -100).sum())
+    n = int(ours["attention_mask"].sum()) - 2 * len(examples)
+    z = (a - b) / (2 * n * 0.15 * 0.85) ** 0.5
+    assert abs(z) < 3.29, f"selection counts {a} vs {b} differ by z = {z:.2f} (99.9 % bound 3.29)"
+
+
+# ---- the collator -------------------------------------------------------------------------------------------
+
+
+def test_collator_pads_and_passes_fields(bert_tok):
+    examples = [
+        {"input_ids": [101, 2023, 2003, 102], "token_type_ids": [0, 0, 0, 0], "special_tokens_mask": [1, 0, 1, 1]},
+        {"input_ids": torch.tensor([101, 7592, 102]), "token_type_ids": [0, 0, 0], "special_tokens_mask": [1, 0, 1]},
+    ]
+    snapshot = [dict(e) for e in examples]
+    out = MLMCollator(bert_tok, rate=1.0, pad_to_multiple_of=8, seed=0)(examples)
+    assert set(out) == {"input_ids", "attention_mask", "labels", "token_type_ids"}
+    assert out["input_ids"].shape == (2, 8) and out["input_ids"].dtype == torch.long
+    assert out["attention_mask"].tolist() == [[1, 1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]]
+    assert (out["input_ids"][:, 4:] == 0).all() and (out["token_type_ids"] == 0).all()
+    # special_tokens_mask from the example is honoured: 2003 ("is") was marked special, so only 2023 / 7592 masked
+    assert (out["labels"] != -100).tolist() == [[False, True] + [False] * 6, [False, True] + [False] * 6]
+    assert all(e["input_ids"] is s["input_ids"] for e, s in zip(examples, snapshot, strict=True))
+    assert examples[1]["input_ids"].tolist() == [101, 7592, 102]
+
+
+def test_collator_whole_word_from_word_ids_and_from_hashes(bert_tok):
+    enc = bert_tok(["unaffable tokenization", "a wordpiece embedding"])
+    examples = [{"input_ids": ids, "word_ids": enc.word_ids(i)} for i, ids in enumerate(enc["input_ids"])]
+    for collator in [MLMCollator(bert_tok, whole_word=True, rate=0.5, seed=1),
+                     MLMCollator(bert_tok, whole_word=True, rate=0.5, seed=1, scheme="fixed")]:
+        for _ in range(20):
+            for batch_examples in (examples, [{"input_ids": e["input_ids"]} for e in examples]):
+                out = collator(batch_examples)
+                sel = out["labels"] != -100
+                for i in range(2):
+                    groups = {}
+                    for pos, w in enumerate(enc.word_ids(i)):
+                        if w is not None:
+                            groups.setdefault(w, []).append(bool(sel[i, pos]))
+                    assert all(all(v) or not any(v) for v in groups.values()), groups
+
+
+def test_collator_seed_and_generator_are_reproducible(bert_tok):
+    examples = [[101, *range(2000, 2040), 102]] * 4
+    a, b = MLMCollator(bert_tok, seed=3), MLMCollator(bert_tok, seed=3)
+    first_a, first_b = a(examples), b(examples)
+    assert torch.equal(first_a["labels"], first_b["labels"])
+    assert not torch.equal(first_a["labels"], a(examples)["labels"]), "a second batch must get fresh masks"
+    g1, g2 = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    assert torch.equal(MLMCollator(bert_tok, generator=g1)(examples)["input_ids"],
+                       MLMCollator(bert_tok, generator=g2)(examples)["input_ids"])
+
+
+def test_collator_with_explicit_ids_and_no_tokenizer():
+    collate = MLMCollator(mask_token_id=MASK, pad_token_id=PAD, special_ids=TOY_SPECIALS, vocab_size=TOY_VOCAB,
+                          rate=1.0, mix=(1, 0, 0), seed=0)
+    out = collate([[CLS, 9, 9, SEP], [CLS, 7, SEP]])
+    assert out["input_ids"].tolist() == [[CLS, MASK, MASK, SEP], [CLS, MASK, SEP, PAD]]
+    assert out["labels"].tolist() == [[-100, 9, 9, -100], [-100, 7, -100, -100]]
+
+
+def test_collator_trains_a_tiny_bert_with_transformers_trainer(bert_tok, tiny_model, tmp_path):
+    text = ["the quick brown fox jumps over the lazy dog", "masked language models predict hidden words"] * 8
+    dataset = [dict(e) for e in (bert_tok(t) for t in text)]
+    dataset = [{k: e[k] for k in ("input_ids", "attention_mask", "token_type_ids")} for e in dataset]
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, report_to=[],
+                             use_cpu=True, save_strategy="no", disable_tqdm=True, logging_strategy="no")
+    trainer = Trainer(model=tiny_model(), args=args, train_dataset=dataset,
+                      data_collator=MLMCollator(bert_tok, whole_word=True, rate=0.3, seed=0))
+    result = trainer.train()
+    assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
+
+
+# ---- errors -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", [1.5, -0.1, float("nan"), "0.15", True])
+def test_bad_rate(rate):
+    ids, att = toy_batch(2, 8, seed=0)
+    with pytest.raises(ValueError, match=r"pass a number in \[0, 1\]"):
+        toy_mask(ids, att, rate=rate)
+    with pytest.raises(ValueError, match=r"pass a number in \[0, 1\]"):
+        MLMCollator(mask_token_id=3, pad_token_id=0, special_ids=[0], vocab_size=9, rate=rate)
+
+
+@pytest.mark.parametrize(("mix", "message"), [
+    ((0.8, 0.1, 0.2), "sums to 1.1, not 1"), ((0.8, 0.2), "has 2 entries"), ((1.2, -0.1, -0.1), "negative"),
+    ("abc", "must be three numbers"),
+])
+def test_bad_mix(mix, message):
+    ids, att = toy_batch(2, 8, seed=0)
+    with pytest.raises(ValueError, match=message):
+        toy_mask(ids, att, mix=mix)
+
+
+def test_bad_inputs_say_what_to_change(bert_tok):
+    ids, att = toy_batch(2, 8, seed=0)
+    with pytest.raises(ValueError, match="no token of this batch may be masked"):
+        toy_mask(torch.tensor([[CLS, SEP, PAD], [CLS, SEP, PAD]]), None)
+    with pytest.raises(TypeError, match="integer token ids"):
+        toy_mask(ids.float(), att)
+    with pytest.raises(TypeError, match="integer token ids"):
+        MLMCollator(bert_tok)([[101.0, 2000.5, 102.0]])
+    with pytest.raises(ValueError, match="mask_token_id is None"):
+        mask_tokens(ids, mask_token_id=None, vocab_size=TOY_VOCAB, special_ids=TOY_SPECIALS)
+    with pytest.raises(ValueError, match="say which tokens are special"):
+        mask_tokens(ids, mask_token_id=MASK, vocab_size=TOY_VOCAB)
+    with pytest.raises(ValueError, match="pass vocab_size"):
+        mask_tokens(ids, mask_token_id=MASK, special_ids=TOY_SPECIALS)
+    with pytest.raises(ValueError, match="vocab_size=50"):
+        toy_mask(ids + 100, att)
+    with pytest.raises(ValueError, match="scheme='topk' is not known"):
+        toy_mask(ids, att, scheme="topk")
+    with pytest.raises(ValueError, match="one word id per token"):
+        toy_mask(ids, att, word_ids=torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="input_ids is empty"):
+        toy_mask(torch.zeros(0, 5, dtype=torch.long), None)
+    with pytest.raises(ValueError, match="mask_token_id=103"):
+        MLMCollator(pad_token_id=0, special_ids=[0], vocab_size=10)
+    with pytest.raises(ValueError, match="pass special_ids"):
+        MLMCollator(mask_token_id=3, pad_token_id=0, vocab_size=10)
+    with pytest.raises(ValueError, match="batch is empty"):
+        MLMCollator(bert_tok)([])
+    with pytest.raises(ValueError, match="'input_ids' entry"):
+        MLMCollator(bert_tok)([{"ids": [101, 102]}])
+    with pytest.raises(ValueError, match="needs 'word_ids'"):
+        MLMCollator(mask_token_id=3, pad_token_id=0, special_ids=[0, 1, 2, 3], vocab_size=10, whole_word=True)([[1, 5, 2]])
+    with pytest.raises(ValueError, match="pad_to_multiple_of"):
+        MLMCollator(bert_tok, pad_to_multiple_of=0)
+    with pytest.raises(ValueError, match="copies"):
+        masking.static_masks(ids, copies=0)

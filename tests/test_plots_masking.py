@@ -1,0 +1,80 @@
+"""plots for 03_masking: axes, labels and the plotted data."""
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from mlm_course import masking, plots
+
+
+def test_mask_grid_colours_cells_by_code_and_writes_tokens():
+    shown = [["[CLS]", "the", "fox", "[SEP]"], ["[CLS]", "[MASK]", "cat", "[SEP]"]]
+    original = [["[CLS]", "the", "fox", "[SEP]"], ["[CLS]", "the", "fox", "[SEP]"]]
+    codes = [[-1, 0, 4, -1], [-1, 1, 2, -1]]
+    fig = plots.mask_grid(shown, codes, original=original, row_labels=["select", "replace"], title="t")
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert np.array_equal(ax.images[0].get_array(), np.array(codes))
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["[CLS]", "the", "fox", "[SEP]", "[CLS]", "[MASK]\n(the)", "cat\n(fox)", "[SEP]"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["select", "replace"]
+    assert ax.get_title() == "t" and ax.get_xlabel() == "position"
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == [name for _, name in plots.MASK_GRID_COLORS.values()]
+    # the colour of each code is the one the legend announces
+    cmap, norm = ax.images[0].get_cmap(), ax.images[0].norm
+    for code, (colour, _) in plots.MASK_GRID_COLORS.items():
+        assert np.allclose(cmap(norm(code))[:3], tuple(int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+
+
+def test_mask_grid_from_a_masked_batch():
+    ids = torch.tensor([101, 7, 8, 9, 102])
+    batch = masking.mask_tokens(ids, special_ids=[0, 101, 102, 103], mask_token_id=103, vocab_size=200, rate=1.0,
+                                generator=torch.Generator().manual_seed(0))
+    codes = masking.display_codes(batch)
+    assert codes[0] == -1 and codes[-1] == -1 and (codes[1:4] > 0).all()
+    assert masking.display_codes(batch, before_replacement=True).tolist() == [-1, 4, 4, 4, -1]
+    fig = plots.mask_grid([[str(i) for i in batch.input_ids.tolist()]], [codes.tolist()])
+    assert fig.axes[0].images[0].get_array().shape == (1, 5)
+
+
+def test_mask_grid_errors():
+    with pytest.raises(ValueError, match="one code per shown token"):
+        plots.mask_grid([["a", "b"]], [[0]])
+    with pytest.raises(ValueError, match="codes must be among"):
+        plots.mask_grid([["a"]], [[7]])
+
+
+def test_masks_per_sequence_hist():
+    fig = plots.masks_per_sequence_hist({"bernoulli": [0, 1, 1, 3], "fixed": [2, 2, 2, 2]}, title="h")
+    ax = fig.axes[0]
+    a, b = ax.containers
+    assert [p.get_height() for p in a] == pytest.approx([0.25, 0.5, 0, 0.25])
+    assert [p.get_height() for p in b] == pytest.approx([0, 0, 1, 0])
+    assert ax.get_xlabel() == "selected positions in the sequence" and ax.get_ylabel() == "fraction of sequences"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["bernoulli", "fixed"]
+    with pytest.raises(ValueError, match="none empty"):
+        plots.masks_per_sequence_hist({"a": []})
+
+
+def test_rates_vs_targets_plots_differences_in_points():
+    rates = {"selected": {"rate": 0.151, "low": 0.149, "high": 0.153},
+             "[MASK]": {"rate": 0.79, "low": 0.78, "high": 0.80}}
+    fig = plots.rates_vs_targets(rates, {"selected": 0.15, "[MASK]": 0.8})
+    ax = fig.axes[0]
+    xs = ax.lines[0].get_xdata()
+    assert xs == pytest.approx([0.1, -1.0])
+    assert "percentage points" in ax.get_xlabel() and "99.9 % interval" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_yticklabels()][0].startswith("selected: 15.10 %")
+    with pytest.raises(ValueError, match="share no name"):
+        plots.rates_vs_targets(rates, {"other": 0.1})
+
+
+def test_distinct_masks_plot():
+    fig = plots.distinct_masks_plot([1, 2, 3], {"static": [1, 2, 2], "dynamic": [1, 2, 3]})
+    ax = fig.axes[0]
+    assert [list(line.get_ydata()) for line in ax.lines] == [[1, 2, 2], [1, 2, 3]]
+    assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == "distinct masks seen so far"
+    with pytest.raises(ValueError, match="one value per epoch"):
+        plots.distinct_masks_plot([1, 2], {"static": [1]})
