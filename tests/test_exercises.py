@@ -27,8 +27,14 @@ def test_each_wrong_answer_gets_a_hint(exercise):
 
 def test_placeholder_is_not_answered_yet(capsys):
     first = ALL[0]
-    assert exercises.check(first.id, ...) is False
-    assert "not answered yet" in capsys.readouterr().out
+    exercises.check(first.id, ...)
+    assert "❌" in capsys.readouterr().out and "not answered yet" in exercises.grade(first.id, ...)
+
+
+def test_check_prints_a_tick_for_the_solution(capsys):
+    first = ALL[0]
+    exercises.check(first.id, first.solution())
+    assert capsys.readouterr().out.startswith(f"✅ {first.id}")
 
 
 def test_unknown_id_lists_known_ids():

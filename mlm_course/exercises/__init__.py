@@ -3,7 +3,7 @@
 Each chapter module (``ch01_why_log`` …) registers its exercises with :func:`register`. In a notebook::
 
     from mlm_course.exercises import check
-    check("01.2", my_answer)          # prints ✅ or a hint; returns True/False
+    check("01.2", my_answer)          # prints ✅ or a hint
 
 An answer left as ``...`` (the placeholder in the notebooks) is reported as "not answered yet", so a
 notebook runs top to bottom before the learner has done anything.
@@ -83,14 +83,10 @@ def grade(exercise_id: str, answer: Any) -> str | None:
         return f"could not check this answer ({type(exc).__name__}: {exc}). {exercise.prompt}"
 
 
-def check(exercise_id: str, answer: Any) -> bool:
-    """Print ✅ or the hint for ``answer``; return whether it was right."""
+def check(exercise_id: str, answer: Any) -> None:
+    """Print ✅ or the hint for ``answer`` (use :func:`grade` to get the verdict as a value)."""
     hint = grade(exercise_id, answer)
-    if hint is None:
-        print(f"✅ {exercise_id}: correct.")
-        return True
-    print(f"❌ {exercise_id}: {hint}")
-    return False
+    print(f"✅ {exercise_id}: correct." if hint is None else f"❌ {exercise_id}: {hint}")
 
 
 def solution(exercise_id: str) -> Any:
