@@ -1,0 +1,263 @@
+"""Exercises of notebook 04_objective: reductions, the gradient of the mean, the independence approximation, the
+loss from logits, and pseudo-log-likelihood."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertForMaskedLM
+
+from mlm_course.exercises import Exercise, register
+
+# ---- 04.1: which average? ---------------------------------------------------------------------------------------
+# a batch of 2 sequences of 8 tokens; log p(true token) at the masked positions: row 0 → −1, −2, −3; row 1 → −6
+_ANSWER_41 = 3.0
+
+
+def _grade_41(answer) -> str | None:
+    x = float(answer)
+    if math.isclose(x, _ANSWER_41, abs_tol=1e-3):
+        return None
+    if math.isclose(x, -3.0, abs_tol=1e-3):
+        return "the loss is the *negative* log-likelihood: −(−1 − 2 − 3 − 6)/4."
+    if math.isclose(x, 4.0, abs_tol=1e-3):
+        return ("4.0 is the per-sequence mean ((2 + 6)/2). BertForMaskedLM / F.cross_entropy average over all masked "
+                "tokens of the batch at once: 12 / 4.")
+    if math.isclose(x, 12.0, abs_tol=1e-3):
+        return "12 is the sum; the library's default reduction is the mean over the 4 masked positions."
+    if math.isclose(x, 0.75, abs_tol=1e-3):
+        return "divide by the number of masked positions (4), not by every position of the batch (16)."
+    return "add −log p over the masked positions of the whole batch and divide by how many there are."
+
+
+register(Exercise(
+    id="04.1",
+    prompt=("A batch of 2 sequences × 8 tokens. log p(true token) at the masked positions: row 0 → −1, −2, −3; "
+            "row 1 → −6 (all other labels are −100). What loss does BertForMaskedLM(..., labels=...) report?"),
+    grade=_grade_41,
+    solution=lambda: _ANSWER_41,
+    wrong_answers=(-3.0, 4.0, 12.0, 0.75),
+))
+
+# ---- 04.2: the gradient of the mean -----------------------------------------------------------------------------
+_ANSWER_42 = (0.3 - 1) / 20
+
+
+def _grade_42(answer) -> str | None:
+    x = float(answer)
+    if math.isclose(x, _ANSWER_42, abs_tol=1e-5):
+        return None
+    if math.isclose(x, -0.7, abs_tol=1e-4):
+        return "that is the gradient of one token's −log p; the mean divides every token's term by N = 20."
+    if math.isclose(x, 0.035, abs_tol=1e-5):
+        return "check the sign: raising the true token's logit lowers the loss, so the derivative is negative."
+    if math.isclose(x, 0.3 / 20, abs_tol=1e-5) or math.isclose(x, -0.3 / 20, abs_tol=1e-5):
+        return "∂(−log softmax(z)_y)/∂z_y = p_y − 1, not p_y."
+    return "∂(−log softmax(z)_y)/∂z_y = p_y − 1, and the mean over N masked tokens divides it by N."
+
+
+register(Exercise(
+    id="04.2",
+    prompt=("A batch has N = 20 masked positions; the loss is their mean. At one of them the model gives the true "
+            "token probability 0.3. What is ∂loss/∂(that position's logit of the true token)?"),
+    grade=_grade_42,
+    solution=lambda: _ANSWER_42,
+    wrong_answers=(-0.7, 0.035, 0.015, -0.015),
+))
+
+# ---- 04.3: the independence approximation -----------------------------------------------------------------------
+# "[MASK] [MASK] is a big city": new york 0.5, los angeles 0.3, san francisco 0.2 (nothing else)
+_ANSWER_43 = 0.5 * 0.3
+
+
+def _grade_43(answer) -> str | None:
+    x = float(answer)
+    if math.isclose(x, _ANSWER_43, abs_tol=1e-4):
+        return None
+    if x == 0:
+        return ("0 is the true joint probability; a masked LM predicts each [MASK] separately, so its best guess for "
+                "the pair is p(first = new) · p(second = angeles).")
+    if math.isclose(x, 0.5, abs_tol=1e-4) or math.isclose(x, 0.3, abs_tol=1e-4):
+        return "both tokens must come out right: multiply the two marginals."
+    if math.isclose(x, 0.8, abs_tol=1e-4):
+        return "probabilities of two independent events multiply; they do not add."
+    return "marginals: p(first = new) = 0.5, p(second = angeles) = 0.3; a factorised model multiplies them."
+
+
+register(Exercise(
+    id="04.3",
+    prompt=("In '[MASK] [MASK] is a big city' the truth is new york (0.5), los angeles (0.3) or san francisco (0.2). "
+            "A model that predicts both [MASK]s perfectly but separately: what probability does it give 'new angeles'?"),
+    grade=_grade_43,
+    solution=lambda: _ANSWER_43,
+    wrong_answers=(0.0, 0.5, 0.8),
+))
+
+# ---- 04.4: the loss from logits ---------------------------------------------------------------------------------
+
+
+def _cases_44():
+    g = torch.Generator().manual_seed(44)
+    logits = torch.randn(3, 7, 11, generator=g) * 3
+    labels = torch.randint(0, 11, (3, 7), generator=g)
+    labels[torch.rand(3, 7, generator=g) < 0.6] = -100
+    labels[0, 1], labels[2] = 5, -100  # row 2 has no masked position at all
+    return logits, labels
+
+
+def _grade_44(fn) -> str | None:
+    logits, labels = _cases_44()
+    expected = F.cross_entropy(logits.view(-1, 11), labels.view(-1))
+    got = torch.as_tensor(fn(logits.clone(), labels.clone())).float()
+    if got.numel() != 1:
+        return f"return one number (a 0-d tensor), got shape {tuple(got.shape)}."
+    if torch.allclose(got, expected, atol=1e-5):
+        return None
+    kept = labels != -100
+    logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    if math.isclose(float(got), float(-logp.mean()), abs_tol=1e-4):
+        return "positions with label −100 are in your average: keep only labels != -100."
+    if math.isclose(float(got), float(-(logp * kept).sum() / kept.numel()), abs_tol=1e-4):
+        return "divide by the number of masked positions, not by batch × length."
+    if math.isclose(float(got), float(-logits.gather(-1, labels.clamp(min=0)[..., None])[..., 0][kept].mean()),
+                    abs_tol=1e-4):
+        return "raw logits are not log-probabilities: apply log_softmax over the vocabulary first."
+    rows = [float(-logp[r][kept[r]].mean()) for r in range(3) if kept[r].any()]
+    if math.isclose(float(got), sum(rows) / len(rows), abs_tol=1e-4):
+        return "that is the per-sequence mean; average over all masked positions of the batch at once."
+    return "log_softmax over the last dimension, gather the label's entry, keep labels != -100, negate, average."
+
+
+def _solution_44():
+    def masked_lm_loss(logits, labels):
+        kept = labels != -100
+        logp = logits.log_softmax(-1)[kept]
+        return -logp.gather(-1, labels[kept][:, None]).mean()
+
+    return masked_lm_loss
+
+
+def _all_positions(logits, labels):
+    return -logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None]).mean()
+
+
+def _over_all_slots(logits, labels):
+    kept = labels != -100
+    logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    return -(logp * kept).sum() / kept.numel()
+
+
+def _raw_logits(logits, labels):
+    kept = labels != -100
+    return -logits[kept].gather(-1, labels[kept][:, None]).mean()
+
+
+def _per_sequence(logits, labels):
+    kept = labels != -100
+    logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
+    rows = [-logp[r][kept[r]].mean() for r in range(len(labels)) if kept[r].any()]
+    return torch.stack(rows).mean()
+
+
+register(Exercise(
+    id="04.4",
+    prompt=("Write masked_lm_loss(logits, labels) -> 0-d tensor from logits (batch, length, vocab) and labels "
+            "(batch, length; −100 = not predicted), equal to BertForMaskedLM's loss, without F.cross_entropy."),
+    grade=_grade_44,
+    solution=_solution_44,
+    wrong_answers=(_all_positions, _over_all_slots, _raw_logits, _per_sequence),
+))
+
+# ---- 04.5: pseudo-log-likelihood ------------------------------------------------------------------------------------
+_MASK_ID_45 = 4
+_IDS_45 = torch.tensor([2, 11, 25, 17, 30, 9, 3])  # [CLS] … [SEP]
+
+
+def _model_45() -> BertForMaskedLM:
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(45)
+        config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=16)
+        return BertForMaskedLM(config).eval()
+
+
+@torch.no_grad()
+def _reference_45(model) -> float:
+    from mlm_course.objective import masked_copies
+
+    positions = torch.arange(1, len(_IDS_45) - 1)
+    copies = masked_copies(_IDS_45, positions, _MASK_ID_45)
+    logp = model(input_ids=copies).logits[torch.arange(len(positions)), positions].double().log_softmax(-1)
+    return float(logp.gather(-1, _IDS_45[positions][:, None]).sum())
+
+
+def _grade_45(fn) -> str | None:
+    model = _model_45()
+    expected = _reference_45(model)
+    got = float(fn(model, _IDS_45.clone(), _MASK_ID_45))
+    if math.isclose(got, expected, abs_tol=1e-4):
+        return None
+    if got > 0:
+        return "a log-likelihood is ≤ 0: sum log-probabilities (log_softmax), not probabilities or losses."
+    with torch.no_grad():
+        all_masked = _IDS_45.clone()
+        all_masked[1:-1] = _MASK_ID_45
+        logp = model(input_ids=all_masked[None]).logits[0].double().log_softmax(-1)
+        if math.isclose(got, float(logp[1:-1].gather(-1, _IDS_45[1:-1, None]).sum()), abs_tol=1e-4):
+            return "mask one token at a time (n copies, each with a single [MASK]), not all of them in one pass."
+        copies = _IDS_45.repeat(len(_IDS_45), 1)
+        copies[torch.arange(len(_IDS_45)), torch.arange(len(_IDS_45))] = _MASK_ID_45
+        logp = model(input_ids=copies).logits[torch.arange(len(_IDS_45)), torch.arange(len(_IDS_45))].double()
+        if math.isclose(got, float(logp.log_softmax(-1).gather(-1, _IDS_45[:, None]).sum()), abs_tol=1e-4):
+            return "[CLS] and [SEP] are not part of the sentence: score only positions 1 … n−2."
+    return "for each non-special position i: mask only x_i, run the model, add log_softmax(logits[i])[x_i]."
+
+
+def _solution_45():
+    def pll(model, ids, mask_id):
+        positions = torch.arange(1, len(ids) - 1)
+        copies = ids.repeat(len(positions), 1)
+        copies[torch.arange(len(positions)), positions] = mask_id
+        with torch.no_grad():
+            logits = model(input_ids=copies).logits[torch.arange(len(positions)), positions]
+        return float(logits.log_softmax(-1).gather(-1, ids[positions][:, None]).sum())
+
+    return pll
+
+
+@torch.no_grad()
+def _all_at_once(model, ids, mask_id):
+    masked = ids.clone()
+    masked[1:-1] = mask_id
+    return float(model(input_ids=masked[None]).logits[0, 1:-1].log_softmax(-1).gather(-1, ids[1:-1, None]).sum())
+
+
+@torch.no_grad()
+def _with_specials(model, ids, mask_id):
+    n = len(ids)
+    copies = ids.repeat(n, 1)
+    copies[torch.arange(n), torch.arange(n)] = mask_id
+    return float(model(input_ids=copies).logits[torch.arange(n), torch.arange(n)].log_softmax(-1)
+                 .gather(-1, ids[:, None]).sum())
+
+
+@torch.no_grad()
+def _probabilities(model, ids, mask_id):
+    total = 0.0
+    for i in range(1, len(ids) - 1):
+        masked = ids.clone()
+        masked[i] = mask_id
+        total += float(model(input_ids=masked[None]).logits[0, i].softmax(-1)[ids[i]])
+    return total
+
+
+register(Exercise(
+    id="04.5",
+    prompt=("Write pll(model, ids, mask_id) -> float: the pseudo-log-likelihood of one encoded sentence "
+            "ids = [CLS] x_1 … x_n [SEP] (a 1-D tensor), Σ_i log p(x_i | the sentence with only x_i masked)."),
+    grade=_grade_45,
+    solution=_solution_45,
+    wrong_answers=(_all_at_once, _with_specials, _probabilities),
+))
