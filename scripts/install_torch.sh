@@ -17,11 +17,12 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
   exec "$py" -m pip install "$range"
 fi
 echo "no NVIDIA GPU: installing a CPU-only torch"
-if "$py" -m pip install --timeout 20 --retries 1 --index-url https://download.pytorch.org/whl/cpu "$range" 2>/dev/null; then
-  exit 0
+# Only PyTorch's CPU index (the machine's pip configuration could add indexes that serve CUDA builds).
+if ! PIP_CONFIG_FILE=/dev/null "$py" -m pip install --timeout 20 --retries 1 \
+    --index-url https://download.pytorch.org/whl/cpu "$range"; then
+  echo "PyTorch's CPU index is unreachable; trying torch==2.13.0 (a CPU wheel on the course's CI machines)"
+  "$py" -m pip install torch==2.13.0
 fi
-echo "PyTorch's CPU index is unreachable; trying torch==2.13.0 (a CPU wheel on the course's CI machines)"
-"$py" -m pip install torch==2.13.0
 "$py" - <<'PY'
 import sys, torch
 if torch.version.cuda is not None:
