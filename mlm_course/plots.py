@@ -374,6 +374,60 @@ def pll_pairs_plot(good, bad, *, title: str = "") -> Figure:
 
 # ---- 05_pretraining ------------------------------------------------------------------------------------------
 
+
+def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, title: str = "") -> Figure:
+    """Training loss (per log interval) and held-out loss / top-1 / top-5 by step, with the unigram baseline."""
+    train = [m for m in metrics if m["split"] == "train"]
+    evals = [m for m in metrics if m["split"] == "eval"]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 3.8))
+    ax_loss.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, alpha=0.6, label="training batches")
+    ax_loss.plot([m["step"] for m in evals], [m["loss"] for m in evals], "o-", label="held-out (frozen masks)")
+    for metric, style in (("top1", "o-"), ("top5", "s-")):
+        ax_acc.plot([m["step"] for m in evals], [m[metric] for m in evals], style, label=f"model {metric}")
+    if baseline is not None:
+        ax_loss.axhline(baseline["loss"], color="gray", ls="--", label="unigram frequencies")
+        for metric, color in (("top1", "C0"), ("top5", "C1")):
+            ax_acc.axhline(baseline[metric], color=color, ls="--", lw=1, label=f"unigram {metric}")
+    ax_loss.set(xlabel="optimiser step", ylabel="masked-token cross-entropy (nats)", title=title or "loss")
+    ax_acc.set(xlabel="optimiser step", ylabel="held-out accuracy on masked tokens", title="accuracy")
+    ax_loss.legend(fontsize=8)
+    ax_acc.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *, columns: int = 3) -> Figure:
+    """One small bar chart per sentence: the top-k guesses and their probabilities; accepted answers in green."""
+    n_rows = -(-len(rows) // columns)
+    fig, axes = plt.subplots(n_rows, columns, figsize=(4.2 * columns, 2.1 * n_rows), squeeze=False)
+    for ax, (text, guesses, answers) in zip(axes.flat, rows, strict=False):
+        tokens = [t for t, _ in guesses][::-1]
+        probs = [p for _, p in guesses][::-1]
+        ax.barh(tokens, probs, color=["tab:green" if t in answers else "tab:gray" for t in tokens])
+        ax.set_title(text if len(text) <= 45 else text[:42] + "…", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.tick_params(labelsize=8)
+    for ax in axes.flat[len(rows):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_by_frequency(buckets: list[dict], *, title: str = "") -> Figure:
+    """Top-1 accuracy of the model and of unigram frequencies, per training-frequency bucket of the true token."""
+    labels = [b["bucket"] for b in buckets]
+    x = range(len(buckets))
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.bar([i - 0.2 for i in x], [b["model_top1"] for b in buckets], width=0.4, label="model")
+    ax.bar([i + 0.2 for i in x], [b["unigram_top1"] for b in buckets], width=0.4, label="unigram frequencies")
+    ax.set_xticks(list(x), [f"{label}\n({b['tokens']:,} tokens)" for label, b in zip(labels, buckets, strict=True)],
+                  fontsize=8)
+    ax.set(ylabel="top-1 accuracy", title=title or "which masked tokens the model gets right")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
 # ---- 06_fine_tuning ------------------------------------------------------------------------------------------
 
 

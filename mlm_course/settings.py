@@ -25,6 +25,8 @@ class Settings:
     gd_steps: int  # gradient-descent steps fitting a unigram model by minimising the NLL
     # 03_masking
     masking_rows: int  # sequences masked when measuring rates
+    # 04_objective
+    objective_steps: int  # training steps of each tiny model in the labels=input_ids bug experiment
     # 05_pretraining
     pretrain_steps: int
     pretrain_batch_size: int
@@ -44,6 +46,7 @@ class Settings:
             corpus_max_chars=None,
             gd_steps=1500,
             masking_rows=10_000,
+            objective_steps=200,
             pretrain_steps=300,
             pretrain_batch_size=32,
             pretrain_seq_len=128,
@@ -62,6 +65,7 @@ class Settings:
             corpus_max_chars=400_000,
             gd_steps=300,
             masking_rows=2_000,
+            objective_steps=20,
             pretrain_steps=12,
             pretrain_batch_size=8,
             pretrain_seq_len=64,
