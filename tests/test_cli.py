@@ -58,3 +58,13 @@ def test_fill_mask_on_an_unknown_model_says_what_to_do(capsys, monkeypatch):
     monkeypatch.delenv("MLM_COURSE_ALLOW_HUB", raising=False)
     assert cli.main(["fill-mask", "no-such-model", "a [MASK]"]) == 2
     assert "allow_hub" in capsys.readouterr().err
+
+
+def test_minutes_budget_calibrates_the_step_count(tmp_path):
+    """--minutes times a few steps on a throw-away copy and plans the schedule to fit the budget."""
+    code = cli.main(["pretrain", "--config", "tiny", "--out", str(tmp_path), "--minutes", "0.02", "--batch-size", "4",
+                     "--seq-len", "32", "--max-chars", "20000", "--eval-every", "1000", "--no-progress"])
+    assert code == 0
+    planned = json.loads((tmp_path / "plan.json").read_text())["steps"]
+    done = json.loads((tmp_path / "results.json").read_text())["steps"]
+    assert planned >= 1 and 1 <= done <= planned
