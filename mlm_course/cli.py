@@ -84,7 +84,7 @@ def cmd_pretrain(args) -> int:
     from mlm_course import corpus, tokenization
     from mlm_course.models import build_model, count_parameters
     from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
-    from mlm_course.training import TrainConfig, check_output_dir
+    from mlm_course.training import TrainConfig, check_output_dir, write_json_atomic
 
     out = check_output_dir(args.out)
     tokenizer = tokenization.course_tokenizer()
@@ -109,7 +109,7 @@ def cmd_pretrain(args) -> int:
         config.steps = json.loads(plan_file.read_text())["steps"]
     elif args.minutes is not None:
         config.steps = _calibrate_steps(model, tokenizer, train_blocks, config, spec, not args.full_logits, args.minutes)
-    plan_file.write_text(json.dumps({"steps": config.steps}))
+    write_json_atomic(plan_file, {"steps": config.steps})
     print(f"{args.config}: {count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
           f"{len(eval_blocks):,} held-out sequences of {args.seq_len}; {config.steps:,} steps", flush=True)
     result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, spec=spec, sparse=not args.full_logits,
@@ -128,7 +128,7 @@ def cmd_pretrain(args) -> int:
                     "device": str(next(model.parameters()).device),
                     "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
     }
-    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    write_json_atomic(out / "results.json", summary)
     print(json.dumps({k: summary[k] for k in ("steps", "tokens_seen", "seconds", "heldout", "unigram_baseline")}, indent=2))
     return 0
 
