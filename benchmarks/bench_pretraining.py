@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArgum
 from transformers.utils import logging as hf_logging
 
 from mlm_course import corpus, tokenization
+from mlm_course.device import machine
 from mlm_course.models import build_model, count_parameters
 from mlm_course.pretraining import MaskSpec, pack_blocks, pretrain
 from mlm_course.training import TrainConfig
@@ -104,8 +103,7 @@ def main() -> None:
         "fp32_matmul_peak_gflops": round(peak, 1),
         "ours_achieved_gflops": round(achieved, 1),
         "fraction_of_peak": round(achieved / peak, 3),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "threads": torch.get_num_threads(),
-                    "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")},
+        "machine": {**machine("cpu"), "date": time.strftime("%Y-%m-%d")},
     }
     print(json.dumps(result, indent=2))
     if not args.quick:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -82,6 +80,7 @@ def _calibrate_steps(model, tokenizer, blocks, config, spec, sparse: bool, minut
 
 def cmd_pretrain(args) -> int:
     from mlm_course import corpus, tokenization
+    from mlm_course import device as devices
     from mlm_course.models import build_model, count_parameters
     from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
     from mlm_course.training import TrainConfig, check_output_dir, write_json_atomic
@@ -124,9 +123,7 @@ def cmd_pretrain(args) -> int:
         "tokens_seen": result.steps_done * config.batch_size * config.grad_accum * args.seq_len,
         "seconds": round(result.seconds, 1), "heldout": evals[-1] if evals else None, "unigram_baseline": baseline,
         "train_config": vars(config) | {"betas": list(config.betas)},
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch": torch.__version__,
-                    "device": str(next(model.parameters()).device),
-                    "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "machine": devices.machine(next(model.parameters()).device.type),
     }
     write_json_atomic(out / "results.json", summary)
     print(json.dumps({k: summary[k] for k in ("steps", "tokens_seen", "seconds", "heldout", "unigram_baseline")}, indent=2))

@@ -7,6 +7,7 @@ nanoGPT-style: one call at the top of a notebook or script, overridable by argum
 from __future__ import annotations
 
 import os
+import platform
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -102,3 +103,15 @@ def enable_tf32() -> bool:
         torch.set_float32_matmul_precision("high")  # TF32 tensor cores for fp32 matmuls
         return True
     return False
+
+
+def machine(device_type: str | None = None) -> dict:
+    """Where a run happened, for results files: device, GPU name, CPU count, torch threads, platform, torch."""
+    return {
+        "device": device_type or pick_device_type(),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+    }

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import shutil
 import tempfile
 import time
@@ -331,14 +330,10 @@ def describe_accelerator(accelerator, *, tf32: bool = False, compiled: bool = Fa
 
 
 def hardware(accelerator=None) -> dict:
-    """Where a run happened (for results files)."""
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-    return {
-        "device": accelerator.device.type if accelerator is not None else devices.pick_device_type(),
-        "gpu": gpu, "processes": accelerator.num_processes if accelerator is not None else 1,
-        "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
-        "torch": torch.__version__,
-    }
+    """Where a run happened (for results files): :func:`mlm_course.device.machine` plus the process count."""
+    info = devices.machine(accelerator.device.type if accelerator is not None else None)
+    info["processes"] = accelerator.num_processes if accelerator is not None else 1
+    return info
 
 
 # ---- metrics -------------------------------------------------------------------------------------------------------

@@ -119,3 +119,11 @@ def test_tf32_only_on_ampere_or_newer(fake, monkeypatch, capability, enabled):
 def test_real_machine_choice_is_usable():
     choice = device.choose()
     assert torch.zeros(1, device=choice.device).device.type == choice.type
+
+
+def test_machine_describes_where_a_run_happened(fake):
+    fake()
+    info = device.machine()
+    assert info["device"] == "cpu" and info["gpu"] is None
+    assert info["torch"] == torch.__version__ and info["torch_threads"] == torch.get_num_threads()
+    assert device.machine("cuda")["device"] == "cuda"
