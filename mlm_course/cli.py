@@ -59,6 +59,9 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--init-from", default=None, metavar="MODEL",
+                   help="start from this saved model ('course' or a folder) instead of random weights "
+                        "(continued pretraining; --config is then taken from the model)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pretrain)
 
@@ -81,7 +84,7 @@ def _calibrate_steps(model, tokenizer, blocks, config, spec, sparse: bool, minut
 def cmd_pretrain(args) -> int:
     from mlm_course import corpus, tokenization
     from mlm_course import device as devices
-    from mlm_course.models import build_model, count_parameters
+    from mlm_course.models import CONFIGS, build_model, count_parameters, load_for_training
     from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
     from mlm_course.training import TrainConfig, check_output_dir, write_json_atomic
 
@@ -92,16 +95,20 @@ def cmd_pretrain(args) -> int:
     train_blocks = pack_blocks(train_text, tokenizer, args.seq_len)
     eval_blocks = pack_blocks(heldout_text, tokenizer, args.seq_len)
     spec = MaskSpec(rate=args.mask_rate, mix=args.mask_mix, scheme=args.scheme)
-    model = build_model(
-        args.config, tokenizer, seed=args.seed, max_length=args.seq_len,
-        hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.dropout,
-    )
+    dropout = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout}
+    if args.init_from:
+        model = load_for_training(args.init_from, tokenizer, max_length=args.seq_len, **dropout)
+        args.config = next((name for name, sizes in CONFIGS.items()
+                            if all(getattr(model.config, k) == v for k, v in sizes.items())), "custom")
+    else:
+        model = build_model(args.config, tokenizer, seed=args.seed, max_length=args.seq_len, **dropout)
     config = TrainConfig(
         steps=args.steps or 1000, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
         warmup=args.warmup, weight_decay=args.weight_decay, eval_every=args.eval_every, save_every=args.save_every,
         seed=args.seed, device=args.device, minutes=args.minutes,
         extra={"model": args.config, "seq_len": args.seq_len, "mask": vars(spec) | {"mix": list(spec.mix)},
-               "sparse_logits": not args.full_logits, "dropout": args.dropout},
+               "sparse_logits": not args.full_logits, "dropout": args.dropout,
+               "init_from": args.init_from},
     )
     plan_file = out / "plan.json"
     if args.resume and plan_file.exists():

@@ -58,6 +58,28 @@ def build_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0,
         return BertForMaskedLM(config)
 
 
+def load_for_training(
+    name_or_path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, *, max_length: int, **overrides
+) -> BertForMaskedLM:
+    """A saved masked-LM to train further (continued pretraining) with ``tokenizer`` on ``max_length`` tokens.
+
+    ``overrides`` (dropout, say) replace config values. Raises a clear error when the checkpoint's vocabulary or
+    position table does not fit.
+    """
+    model = BertForMaskedLM.from_pretrained(resolve(name_or_path), **overrides)
+    if model.config.vocab_size != len(tokenizer):
+        raise ValueError(
+            f"{name_or_path} has a vocabulary of {model.config.vocab_size:,} but the tokenizer has {len(tokenizer):,}: "
+            "continue from a checkpoint trained with the same tokenizer"
+        )
+    if model.config.max_position_embeddings < max_length:
+        raise ValueError(
+            f"{name_or_path} knows {model.config.max_position_embeddings} positions, fewer than the sequence length "
+            f"{max_length}: use --seq-len {model.config.max_position_embeddings} or less"
+        )
+    return model
+
+
 def count_parameters(model: torch.nn.Module) -> dict[str, int]:
     """Trainable parameters by part (embeddings, encoder, MLM head without the tied decoder, total)."""
     seen: set[int] = set()

@@ -21,11 +21,13 @@ from mlm_course.training import (
     Trainer,
     TrainResult,
     cycle_batches,
+    epoch_of,
     iterate_in_batches,
     step_generator,
 )
 
 EVAL_MASK_SEED = 1234
+STATIC_MASK_STREAM = 100  # random stream of the static copies; per-step masks use streams 0..grad_accum-1
 
 #: Simple sentences written for the course (none occurs in the corpus) and the answers that count as right.
 PROBE_SENTENCES: list[tuple[str, set[str]]] = [
@@ -176,22 +178,37 @@ def pretrain(
     *,
     spec: MaskSpec = MaskSpec(),
     eval_spec: MaskSpec = MaskSpec(),
+    static_copies: int | None = None,
     sparse: bool = True,
     out_dir: str | os.PathLike | None = None,
     resume: bool = False,
     progress: bool = True,
 ) -> TrainResult:
-    """Masked-LM pretraining with dynamic masks (fresh every step, drawn by ``spec``).
+    """Masked-LM pretraining; masks drawn by ``spec``.
+
+    Dynamic masking (``static_copies=None``, RoBERTa): a fresh mask every time a sequence is seen. Static masking
+    (the original BERT's ``dupe_factor``): ``static_copies`` masked copies of the corpus are made once and epoch
+    ``e`` uses copy ``e % static_copies``, so each mask comes back every ``static_copies`` epochs.
 
     Evaluation uses frozen masks drawn by ``eval_spec`` (BERT's 15 % 80/10/10 by default, whatever ``spec`` is),
     so held-out losses of runs with different training masks are comparable.
     """
+    if static_copies is not None and (isinstance(static_copies, bool) or not isinstance(static_copies, int)
+                                      or static_copies < 1):
+        raise ValueError(f"static_copies={static_copies!r}: use a positive number of copies, or None for dynamic")
     pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
     eval_batches = frozen_eval_batches(eval_blocks, tokenizer, eval_spec)
+    copies = [
+        mask_blocks(train_blocks, tokenizer, spec, step_generator(config.seed, copy, stream=STATIC_MASK_STREAM))
+        for copy in range(static_copies or 0)
+    ]
 
     def batch_for_step(step: int, micro: int) -> dict[str, torch.Tensor]:
-        rows = train_blocks[pick(step, micro, config.grad_accum)]
-        return mask_blocks(rows, tokenizer, spec, step_generator(config.seed, step, stream=micro))
+        rows = pick(step, micro, config.grad_accum)
+        if copies:
+            epoch = epoch_of(step, micro, config.grad_accum, len(train_blocks), config.batch_size)
+            return {key: value[rows] for key, value in copies[epoch % len(copies)].items()}
+        return mask_blocks(train_blocks[rows], tokenizer, spec, step_generator(config.seed, step, stream=micro))
 
     def save(model: BertForMaskedLM, path: Path) -> None:
         model.save_pretrained(path)

@@ -338,12 +338,16 @@ def cycle_batches(n_examples: int, batch_size: int, seed: int) -> Callable[[int,
     per_epoch = n_examples // batch_size
 
     def indices(step: int, micro: int = 0, grad_accum: int = 1) -> torch.Tensor:
-        flat = step * grad_accum + micro
-        epoch, position = divmod(flat, per_epoch)
+        epoch, position = divmod(step * grad_accum + micro, per_epoch)
         order = torch.randperm(n_examples, generator=step_generator(seed, epoch, stream=7))
         return order[position * batch_size : (position + 1) * batch_size]
 
     return indices
+
+
+def epoch_of(step: int, micro: int, grad_accum: int, n_examples: int, batch_size: int) -> int:
+    """The epoch (pass over the examples) that micro-batch ``(step, micro)`` of :func:`cycle_batches` belongs to."""
+    return (step * grad_accum + micro) // (n_examples // batch_size)
 
 
 def iterate_in_batches(n: int, batch_size: int) -> Iterator[slice]:

@@ -3,6 +3,8 @@
 import json
 
 import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
 
 from mlm_course import cli
 
@@ -68,3 +70,37 @@ def test_minutes_budget_calibrates_the_step_count(tmp_path):
     planned = json.loads((tmp_path / "plan.json").read_text())["steps"]
     done = json.loads((tmp_path / "results.json").read_text())["steps"]
     assert planned >= 1 and 1 <= done <= planned
+
+
+def test_init_from_continues_a_saved_model(tmp_path):
+    """--init-from starts from saved weights (continued pretraining): the model it loads is the one saved."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert _pretrain(first) == 0
+    saved = BertForMaskedLM.from_pretrained(first)
+    assert cli.main(["pretrain", "--init-from", str(first), "--out", str(second), "--steps", "1", "--batch-size", "4",
+                     "--seq-len", "32", "--max-chars", "20000", "--lr", "1e-12", "--warmup", "0",
+                     "--no-progress"]) == 0
+    results = json.loads((second / "results.json").read_text())
+    assert results["config"] == "tiny" and results["train_config"]["extra"]["init_from"] == str(first)
+    continued = BertForMaskedLM.from_pretrained(second)
+    for (name, before), after in zip(saved.state_dict().items(), continued.state_dict().values(), strict=True):
+        assert torch.allclose(before, after, atol=1e-6), name  # one step at lr 1e-12 changes nothing visible
+
+
+def test_init_from_a_model_of_another_vocabulary_is_refused(tmp_path, capsys):
+    from mlm_course import tokenization
+
+    other = BertForMaskedLM(BertConfig(vocab_size=len(tokenization.bert_tokenizer()), hidden_size=32,
+                                       num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+    other.save_pretrained(tmp_path / "other")
+    assert cli.main(["pretrain", "--init-from", str(tmp_path / "other"), "--out", str(tmp_path / "run"),
+                     "--steps", "1", "--seq-len", "32", "--no-progress"]) == 2
+    assert "same tokenizer" in capsys.readouterr().err
+
+
+def test_init_from_a_model_with_too_few_positions_is_refused(tmp_path, capsys):
+    assert _pretrain(tmp_path / "short") == 0  # 32 positions
+    capsys.readouterr()
+    assert cli.main(["pretrain", "--init-from", str(tmp_path / "short"), "--out", str(tmp_path / "run"),
+                     "--steps", "1", "--seq-len", "64", "--no-progress"]) == 2
+    assert "--seq-len 32" in capsys.readouterr().err

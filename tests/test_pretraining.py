@@ -109,3 +109,35 @@ def test_pretraining_learns_the_sample(tiny_model, blocks, bert_tok, tmp_path):
     assert evals[-1]["loss"] < baseline["loss"], "a trained model should beat unigram frequencies on its own data"
     assert (tmp_path / "checkpoint-60" / "model" / "model.safetensors").exists()
     assert (tmp_path / "checkpoint-60" / "model" / "tokenizer_config.json").exists()
+
+
+def _batches_seen(model, blocks, tokenizer, monkeypatch, **options):
+    """The masked batches pretrain() trains on, one per step; one batch holds every block (an epoch per step)."""
+    seen = []
+    real_loss = pretraining.masked_lm_loss
+
+    def recording_loss(model, batch, sparse=True):
+        seen.append(batch["input_ids"].clone())
+        return real_loss(model, batch, sparse=sparse)
+
+    monkeypatch.setattr(pretraining, "masked_lm_loss", recording_loss)
+    config = TrainConfig(steps=3, batch_size=len(blocks), lr=1e-3, warmup=0, eval_every=100, device="cpu", seed=0)
+    pretraining.pretrain(model, tokenizer, blocks, blocks, config, progress=False, **options)
+    return [sorted(map(tuple, batch.tolist())) for batch in seen]  # the epoch's rows, in a canonical order
+
+
+def test_static_masks_come_back_every_copies_epochs_dynamic_ones_do_not(tiny_model, blocks, bert_tok, monkeypatch):
+    one = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, static_copies=1)
+    assert one[0] == one[1] == one[2], "one static copy: the same masked corpus every epoch"
+    two = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, static_copies=2)
+    assert two[0] == two[2] != two[1], "two copies: epoch e uses copy e % 2"
+    dynamic = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch)
+    assert dynamic[0] != dynamic[1] and dynamic[1] != dynamic[2], "dynamic: a fresh mask every epoch"
+    assert sum(row.count(bert_tok.mask_token_id) for row in one[0]) > 0
+
+
+@pytest.mark.parametrize("copies", [0, -1, 1.5, True])
+def test_bad_static_copies_are_refused(tiny_model, blocks, bert_tok, copies):
+    config = TrainConfig(steps=1, batch_size=4, device="cpu")
+    with pytest.raises(ValueError, match="positive number of copies"):
+        pretraining.pretrain(tiny_model(), bert_tok, blocks, blocks, config, static_copies=copies, progress=False)
