@@ -1,11 +1,17 @@
 """Copy a finished `mlm-course pretrain` run into the package as the course checkpoint.
 
-    .venv/bin/mlm-course pretrain --config tiny --steps 14000 --lr 3e-3 --warmup 700 --dropout 0 \
+    mlm-course pretrain --config tiny --steps 14000 --lr 3e-3 --warmup 700 --dropout 0 \
         --eval-every 500 --save-every 1000 --out runs/course-bert
-    .venv/bin/python scripts/ship_checkpoint.py runs/course-bert
+    mlm-course pretrain --init-from runs/course-bert --steps 18000 --lr 1.5e-3 --warmup 500 --dropout 0 \
+        --eval-every 1000 --save-every 1000 --seed 1 --out runs/course-bert-stage2
+    python scripts/ship_checkpoint.py runs/course-bert-stage2 --command "..." \
+        --after runs/course-bert --after-command "..."
 
 Copies the final model and tokenizer (save_pretrained files), metrics.jsonl and results.json into
 ``mlm_course/data/course-bert/``, adds the fill-mask probe results to results.json, and writes the model card.
+With ``--after`` (the run this one continued, via ``--init-from``) the learning curves are joined (steps and
+seconds of the later stage shifted after the earlier one), results.json lists both stages and sums steps, tokens
+and time.
 """
 
 from __future__ import annotations
@@ -32,14 +38,12 @@ Wikipedia sample; see DATA.md) with the course's 8,192-entry WordPiece vocabular
 
 ## How it was made
 ```
-{command}
-python scripts/ship_checkpoint.py runs/course-bert
+{commands}
 ```
-- {steps:,} steps × batch {batch} × {seq_len} tokens = {tokens:,} tokens seen, in {minutes:.0f} minutes on
-  {machine} ({cpus} CPU cores, no GPU; torch {torch}).
-- AdamW (betas {betas}, weight decay {wd}), peak learning rate {lr}, {warmup} warm-up steps then linear decay to 0,
-  gradient clipping at 1.0, no dropout; dynamic masks (15 %, 80 / 10 / 10, Bernoulli), loss and output logits only at
-  masked positions.
+{stages}- In all: {steps:,} steps, {tokens:,} tokens seen, {minutes:.0f} minutes on {machine} ({cpus} CPU cores, no GPU;
+  torch {torch}).
+- Every stage: AdamW (betas {betas}, weight decay {wd}), linear warm-up then linear decay to 0, gradient clipping at
+  1.0, no dropout; dynamic masks (15 %, 80 / 10 / 10, Bernoulli), loss and output logits only at masked positions.
 
 ## Held-out results (frozen masks, {eval_tokens:,} masked tokens of the held-out chapters and articles)
 | | loss (nats) | perplexity | top-1 | top-5 |
@@ -57,15 +61,44 @@ contributors. The code that made them is Apache-2.0.
 """
 
 
+def stage(results: dict, command: str) -> dict:
+    """One training stage as the model card and notebook 05 describe it."""
+    return {"command": command, "steps": results["steps"], "tokens_seen": results["tokens_seen"],
+            "seconds": results["seconds"], "train_config": results["train_config"], "heldout": results["heldout"]}
+
+
+def joined_metrics(earlier: Path, later: Path, steps: int, seconds: float) -> str:
+    """metrics.jsonl of two stages as one curve: the later stage's steps and seconds follow the earlier's."""
+    lines = [json.loads(line) for line in earlier.read_text().splitlines() if line.strip()]
+    lines = [row | {"stage": 1} for row in lines]
+    for line in later.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            lines.append(row | {"step": row["step"] + steps, "seconds": row.get("seconds", 0.0) + seconds, "stage": 2})
+    return "".join(json.dumps(row) + "\n" for row in lines)
+
+
+def _stage_line(number: int, st: dict) -> str:
+    run = st["train_config"]
+    warmup = int(run["warmup"]) if run["warmup"] >= 1 else f"{run['warmup']:.0%} of the"
+    start = "random weights" if number == 1 else "the weights of stage 1"
+    return (f"- Stage {number}, from {start}: {st['steps']:,} steps × batch {run['batch_size']} × "
+            f"{run['extra']['seq_len']} tokens = {st['tokens_seen']:,} tokens, peak learning rate {run['lr']}, {warmup} "
+            f"warm-up steps, {st['seconds'] / 60:.0f} min; held-out loss after it {st['heldout']['loss']:.3f}.\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="the --out folder of a finished `mlm-course pretrain` run")
     parser.add_argument("--command", default="", help="the pretrain command line, for the model card")
+    parser.add_argument("--after", type=Path, default=None, help="the finished run that RUN continued (--init-from)")
+    parser.add_argument("--after-command", default="", help="the command line of the --after run")
     args = parser.parse_args()
-    missing = [name for name in FILES if not (args.run / name).exists()]
-    if missing:
-        print(f"{args.run} lacks {missing}: is the run finished?", file=sys.stderr)
-        return 2
+    for folder in filter(None, (args.run, args.after)):
+        missing = [name for name in FILES if not (folder / name).exists()]
+        if missing:
+            print(f"{folder} lacks {missing}: is the run finished?", file=sys.stderr)
+            return 2
     target = corpus.asset_dir() / "course-bert"
     temp = target.with_name(".course-bert.tmp")
     shutil.rmtree(temp, ignore_errors=True)
@@ -75,17 +108,28 @@ def main() -> int:
     model, tokenizer = load_mlm(temp)
     hits = probe_hits(model, tokenizer)
     results = json.loads((temp / "results.json").read_text())
+    stages = [stage(results, args.command)]
+    if args.after is not None:
+        earlier = json.loads((args.after / "results.json").read_text())
+        stages.insert(0, stage(earlier, args.after_command))
+        (temp / "metrics.jsonl").write_text(
+            joined_metrics(args.after / "metrics.jsonl", args.run / "metrics.jsonl", earlier["steps"], earlier["seconds"]))
+        for key in ("steps", "tokens_seen", "seconds"):
+            results[key] = sum(st[key] for st in stages)
+    results["stages"] = stages
     results["probes"] = {"top_k": 5, "hits": sum(r["hit"] for r in hits), "sentences": len(hits), "rows": hits}
     (temp / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     run, held, uni = results["train_config"], results["heldout"], results["unigram_baseline"]
     cfg = model.config
     (temp / "README.md").write_text(CARD.format(
         config=results["config"], layers=cfg.num_hidden_layers, hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
-        parameters=results["parameters"]["total"], command=args.command or "mlm-course pretrain …",
-        steps=results["steps"], batch=run["batch_size"], seq_len=run["extra"]["seq_len"], tokens=results["tokens_seen"],
+        parameters=results["parameters"]["total"],
+        commands="\n".join([st["command"] or "mlm-course pretrain …" for st in stages]
+                           + [f"python scripts/ship_checkpoint.py {args.run}" + (f" --after {args.after}" if args.after else "")]),
+        stages="".join(_stage_line(k, st) for k, st in enumerate(stages, 1)),
+        steps=results["steps"], tokens=results["tokens_seen"],
         minutes=results["seconds"] / 60, machine=results["machine"]["platform"], cpus=results["machine"]["cpus"],
-        torch=results["machine"]["torch"], betas=tuple(run["betas"]), wd=run["weight_decay"], lr=run["lr"],
-        warmup=int(run["warmup"]) if run["warmup"] >= 1 else f"{run['warmup']:.0%} of the",
+        torch=results["machine"]["torch"], betas=tuple(run["betas"]), wd=run["weight_decay"],
         eval_tokens=held["tokens"], loss=held["loss"], ppl=held["perplexity"], top1=held["top1"], top5=held["top5"],
         u_loss=uni["loss"], u_ppl=uni["perplexity"], u_top1=uni["top1"], u_top5=uni["top5"],
         n_probes=len(hits), hits=f"{sum(r['hit'] for r in hits)} of {len(hits)}",
