@@ -12,7 +12,9 @@ notebook runs top to bottom before the learner has done anything.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,7 @@ class Exercise:
 
 
 _REGISTRY: dict[str, Exercise] = {}
+_SOLVED: set[str] = set()  # ids accepted by check() in this session (the solutions notebook asserts all are)
 _LOADED = False
 
 
@@ -86,6 +89,8 @@ def grade(exercise_id: str, answer: Any) -> str | None:
 def check(exercise_id: str, answer: Any) -> None:
     """Print ✅ or the hint for ``answer`` (use :func:`grade` to get the verdict as a value)."""
     hint = grade(exercise_id, answer)
+    if hint is None:
+        _SOLVED.add(exercise_id)
     print(f"✅ {exercise_id}: correct." if hint is None else f"❌ {exercise_id}: {hint}")
 
 
@@ -94,4 +99,15 @@ def solution(exercise_id: str) -> Any:
     return get(exercise_id).solution()
 
 
-__all__ = ["Exercise", "register", "get", "all_exercises", "grade", "check", "solution"]
+def solution_source(exercise_id: str) -> str:
+    """The code of the reference solution of a "write a function" exercise, to read."""
+    return textwrap.dedent(inspect.getsource(get(exercise_id).solution))
+
+
+def unsolved(chapter: str | None = None) -> list[str]:
+    """Ids (of ``chapter``, or all) that no :func:`check` call has accepted in this Python session."""
+    return [ex.id for ex in all_exercises(chapter) if ex.id not in _SOLVED]
+
+
+__all__ = ["Exercise", "register", "get", "all_exercises", "grade", "check", "solution", "solution_source",
+           "unsolved"]

@@ -1,0 +1,164 @@
+"""Exercises of notebook 07_ablations: what a mix means per token, predictions per step, static masks, seeds."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+from mlm_course.exercises import Exercise, register
+
+
+def _close(answer, expected: float, rel: float = 1e-6) -> bool:
+    return math.isclose(float(answer), expected, rel_tol=rel, abs_tol=1e-12)
+
+
+# ---- 07.1: how often the model sees each kind of input ------------------------------------------------------------
+_SHARES = (0.15 * 0.8, 0.15 * 0.1, 0.15 * 0.1)  # [MASK], random, unchanged-but-predicted, of all maskable tokens
+
+
+def _grade_71(answer) -> str | None:
+    values = [float(x) for x in answer]
+    if len(values) != 3:
+        return "give three shares: ([MASK], random token, unchanged-but-predicted)."
+    if all(_close(v, e) for v, e in zip(values, _SHARES, strict=True)):
+        return None
+    if all(_close(v, e) for v, e in zip(values, (0.8, 0.1, 0.1), strict=True)):
+        return "those are shares of the *selected* tokens; multiply by the 15 % that are selected."
+    if _close(sum(values), 1.0):
+        return "the three shares add up to the selection rate (0.15), not to 1: most tokens are not selected."
+    return "share of all tokens = selection rate × share of the mix: 0.15 × (0.8, 0.1, 0.1)."
+
+
+register(Exercise(
+    id="07.1",
+    prompt="At rate 15 % and MASK/SAME/RND = 80/10/10, what share of all maskable tokens does the model see as "
+           "(a) [MASK], (b) a random token, (c) unchanged but predicted? Give a tuple of three numbers.",
+    grade=_grade_71,
+    solution=lambda: _SHARES,
+    wrong_answers=((0.8, 0.1, 0.1), (0.8 / 0.15, 0.1, 0.1), (0.12, 0.015, 0.865)),
+))
+
+# ---- 07.2: more masking, more predictions ------------------------------------------------------------------------
+_ROWS, _MASKABLE = 32, 62  # batch 32 × 64 tokens, [CLS] and [SEP] never predicted
+_EXTRA = round(_ROWS * _MASKABLE * (0.40 - 0.15))
+
+
+def _grade_72(answer) -> str | None:
+    value = float(answer)
+    if math.isclose(value, _EXTRA, abs_tol=0.5):
+        return None
+    if math.isclose(value, 32 * 64 * 0.25, abs_tol=0.5):
+        return "[CLS] and [SEP] are never selected: 62 maskable tokens per row, not 64."
+    if math.isclose(value, _ROWS * _MASKABLE * 0.40, abs_tol=0.5):
+        return "that is all the predictions at 40 %; the question asks how many *more* than at 15 %."
+    if math.isclose(value, 0.40 / 0.15, rel_tol=1e-3):
+        return "a ratio is not a count: the expected extra number of predicted tokens per step."
+    return "expected predictions per step = rows × maskable tokens × rate; take the difference of the two rates."
+
+
+register(Exercise(
+    id="07.2",
+    prompt="Batch 32 × 64 tokens ([CLS] … [SEP]). How many more tokens per step (in expectation) does a 40 % "
+           "masking rate predict than 15 %?",
+    grade=_grade_72,
+    solution=lambda: _EXTRA,
+    wrong_answers=(32 * 64 * 0.25, _ROWS * _MASKABLE * 0.40, 0.40 / 0.15),
+))
+
+# ---- 07.3: how often a static mask comes back ------------------------------------------------------------------
+_EPOCHS, _COPIES = 30, 5
+_REPEATS = _EPOCHS // _COPIES
+
+
+def _grade_73(answer) -> str | None:
+    value = float(answer)
+    if value == _REPEATS:
+        return None
+    if value == _COPIES:
+        return "5 is the number of different masks per sequence; how often is each one *seen* over 30 epochs?"
+    if value == _EPOCHS:
+        return "each epoch uses one of the 5 copies in turn, so a given copy comes back every 5 epochs."
+    if value == 1:
+        return "that is dynamic masking (a fresh mask each time); static copies are reused."
+    return "epochs / copies: epoch e uses copy e mod copies."
+
+
+register(Exercise(
+    id="07.3",
+    prompt="Static masking with 5 masked copies of the corpus (BERT's dupe_factor), 30 epochs of training: how many "
+           "times does the model see each sequence with the same mask?",
+    grade=_grade_73,
+    solution=lambda: _REPEATS,
+    wrong_answers=(_COPIES, _EPOCHS, 1),
+))
+
+
+# ---- 07.4: is a difference between two variants more than seed noise? ---------------------------------------------
+def _welch(a, b) -> float:
+    va, vb = statistics.variance(a), statistics.variance(b)
+    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va / len(a) + vb / len(b))
+
+
+def _cases_74() -> list[tuple[list[float], list[float]]]:
+    rng = random.Random(74)
+    cases = [([0.71, 0.74, 0.72], [0.69, 0.70, 0.66]), ([5.9, 6.1, 6.0, 6.2], [6.3, 6.25, 6.4])]
+    for n_a, n_b in ((3, 3), (5, 3), (3, 6)):
+        cases.append(([rng.gauss(0.7, 0.02) for _ in range(n_a)], [rng.gauss(0.68, 0.05) for _ in range(n_b)]))
+    return cases
+
+
+def _grade_74(fn) -> str | None:
+    for a, b in _cases_74():
+        got = float(fn(list(a), list(b)))
+        expected = _welch(a, b)
+        if math.isclose(got, expected, rel_tol=1e-6):
+            continue
+        if math.isclose(got, -expected, rel_tol=1e-6):
+            return "the sign is reversed: t = (mean(a) − mean(b)) / standard error."
+        population = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(
+            statistics.pvariance(a) / len(a) + statistics.pvariance(b) / len(b))
+        if math.isclose(got, population, rel_tol=1e-6):
+            return "use the sample variance (divide by n − 1): with 3 seeds, dividing by n underestimates the noise."
+        pooled = ((len(a) - 1) * statistics.variance(a) + (len(b) - 1) * statistics.variance(b)) / (len(a) + len(b) - 2)
+        student = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
+        if math.isclose(got, student, rel_tol=1e-6) and len(a) != len(b):
+            return "that is Student's t with a pooled variance; Welch's t keeps each group's variance / its size."
+        no_n = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(statistics.variance(a) + statistics.variance(b))
+        if math.isclose(got, no_n, rel_tol=1e-6):
+            return "divide each variance by its group's size: the standard error of a mean is s / √n."
+        return f"for a={a} and b={b} the expected t is {expected:.4f}; got {got:.4f}."
+    return None
+
+
+def _solution_74():
+    def welch_t(a, b):
+        mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+        var_a = sum((x - mean_a) ** 2 for x in a) / (len(a) - 1)
+        var_b = sum((x - mean_b) ** 2 for x in b) / (len(b) - 1)
+        return (mean_a - mean_b) / math.sqrt(var_a / len(a) + var_b / len(b))
+
+    return welch_t
+
+
+def _population_t(a, b):
+    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(
+        statistics.pvariance(a) / len(a) + statistics.pvariance(b) / len(b))
+
+
+def _reversed_t(a, b):
+    return -_welch(a, b)
+
+
+def _no_sizes_t(a, b):
+    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(statistics.variance(a) + statistics.variance(b))
+
+
+register(Exercise(
+    id="07.4",
+    prompt="Write welch_t(a, b) -> float: Welch's t statistic for the difference of the means of two lists of "
+           "per-seed results (sample variances, each divided by its own group size), without scipy.",
+    grade=_grade_74,
+    solution=_solution_74,
+    wrong_answers=(_population_t, _reversed_t, _no_sizes_t),
+))
