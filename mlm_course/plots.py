@@ -502,3 +502,36 @@ def comparison_bars(rows, *, title: str = "") -> Figure:
 
 
 # ---- 07_ablations --------------------------------------------------------------------------------------------
+
+
+ABLATION_METRICS = (
+    ("heldout_loss", "held-out masked-LM loss\n(15 % 80/10/10 masks, lower is better)", 1.0),
+    ("finetune_acc", "fine-tuned sentiment\ntest accuracy (%)", 100.0),
+    ("probe_acc", "frozen-feature probe\ntest accuracy (%)", 100.0),
+)
+
+
+def ablation_panels(summary: list[dict], family: str, *, title: str = "") -> Figure:
+    """One panel per metric: mean ± std over seeds for each variant of ``family`` (summary lines of
+    :func:`mlm_course.ablations.summarise`), each seed as a grey cross when given (``"values"``)."""
+    import numpy as np
+
+    lines = [line for line in summary if line["family"] == family and line["seeds"] > 0]
+    if not lines:
+        raise ValueError(f"no finished runs of the {family!r} family in this summary: run the grid first.")
+    fig, axes = plt.subplots(1, len(ABLATION_METRICS), figsize=(12, 0.45 * len(lines) + 1.8), layout="constrained")
+    ys = np.arange(len(lines))[::-1]
+    for ax, (name, label, scale) in zip(axes, ABLATION_METRICS, strict=True):
+        means = np.array([line[name][0] for line in lines]) * scale
+        stds = np.array([line[name][1] for line in lines]) * scale
+        _ = ax.errorbar(means, ys, xerr=stds, fmt="o", color="C0", capsize=4, label="mean ± std over seeds")
+        for y, line in zip(ys, lines, strict=True):
+            values = np.asarray(line.get("values", {}).get(name, []), dtype=float) * scale
+            _ = ax.plot(values, np.full(len(values), y - 0.2), "x", color="grey", ms=4)
+        _ = ax.axhline(ys[0], color="C1", lw=0.8, ls=":")  # the first variant is BERT's recipe
+        ax.set_yticks(ys, [line["label"] for line in lines] if ax is axes[0] else [""] * len(lines))
+        ax.set_xlabel(label)
+        ax.margins(x=0.25)
+    axes[0].legend(loc="lower left", fontsize=7)
+    fig.suptitle(title or f"Masking ablation: {family}")
+    return fig

@@ -37,7 +37,7 @@ class Settings:
     finetune_train_examples: int | None
     finetune_eval_examples: int | None
     # 07_ablations
-    ablation_steps: int
+    ablation_budget: str  # the budget of mlm_course.ablations.BUDGETS that notebook 07 re-runs live
 
     @classmethod
     def full(cls) -> Settings:
@@ -54,7 +54,7 @@ class Settings:
             finetune_steps=300,
             finetune_train_examples=None,
             finetune_eval_examples=None,
-            ablation_steps=200,
+            ablation_budget="cpu",
         )
 
     @classmethod
@@ -73,7 +73,7 @@ class Settings:
             finetune_steps=12,
             finetune_train_examples=256,
             finetune_eval_examples=128,
-            ablation_steps=10,
+            ablation_budget="quick",
         )
 
     @classmethod

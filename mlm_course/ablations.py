@@ -1,0 +1,384 @@
+"""Masking ablations (notebook 07): pretrain with one masking choice changed, then measure the encoder.
+
+Three families, each against BERT's recipe (15 % of tokens, 80/10/10, a fresh mask every step):
+
+- ``mix``: the replacement mix at 15 %, the six rows of Table 8 of the BERT paper (Devlin et al., 2019);
+- ``rate``: 15 / 30 / 40 / 60 % of tokens selected (Wettig et al., 2022: 40 % beat 15 % for BERT-large);
+- ``static``: one mask per sequence made once (the original BERT's data duplication, ``copies`` masks in all)
+  vs a fresh mask every time (RoBERTa §4.1), over many epochs of a small slice of the corpus, where it can matter.
+
+Every run is scored the same way: held-out masked-LM loss on frozen 15 % 80/10/10 masks (the same for all runs),
+fine-tuning accuracy on the sentiment task, and a feature-based probe (frozen mean-pooled features + logistic
+regression, the analogue of the paper's feature-based NER column).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import BertForMaskedLM, PreTrainedTokenizerBase
+
+from mlm_course import corpus, finetune, models, tokenization
+from mlm_course import device as devices
+from mlm_course.pretraining import MaskSpec, pack_blocks, pretrain
+from mlm_course.training import TrainConfig, iterate_in_batches, write_json_atomic
+
+FAMILIES = ("mix", "rate", "static")
+
+#: Table 8 of Devlin et al. (2019): BERT-base dev results by replacement mix (MASK, SAME, RND in %; the paper's
+#: column order), MNLI fine-tuned accuracy, NER F1 fine-tuned and feature-based.
+PAPER_TABLE8: tuple[dict, ...] = (
+    {"mask": 80, "same": 10, "random": 10, "mnli": 84.2, "ner_finetune": 95.4, "ner_feature": 94.9},
+    {"mask": 100, "same": 0, "random": 0, "mnli": 84.3, "ner_finetune": 94.9, "ner_feature": 94.0},
+    {"mask": 80, "same": 0, "random": 20, "mnli": 84.1, "ner_finetune": 95.2, "ner_feature": 94.6},
+    {"mask": 80, "same": 20, "random": 0, "mnli": 84.4, "ner_finetune": 95.2, "ner_feature": 94.7},
+    {"mask": 0, "same": 20, "random": 80, "mnli": 83.7, "ner_finetune": 94.8, "ner_feature": 94.6},
+    {"mask": 0, "same": 0, "random": 100, "mnli": 83.6, "ner_finetune": 94.9, "ner_feature": 94.6},
+)
+RATES = (0.15, 0.30, 0.40, 0.60)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One pretraining recipe of the grid. ``mix`` is (MASK, RANDOM, SAME) as in :mod:`mlm_course.masking`."""
+
+    family: str
+    label: str
+    rate: float = 0.15
+    mix: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    static_copies: int | None = None  # None: dynamic masking
+    small_data: bool = False  # pretrain on the budget's small slice of the corpus (many epochs)
+
+    @property
+    def spec(self) -> MaskSpec:
+        return MaskSpec(rate=self.rate, mix=self.mix)
+
+    @property
+    def key(self) -> str:
+        """Folder name of the run; variants of different families that train identically share it."""
+        mix = "-".join(f"{round(100 * share)}" for share in self.mix)
+        masking = f"static{self.static_copies}" if self.static_copies else "dynamic"
+        data = "-small" if self.small_data else ""
+        return f"rate{round(100 * self.rate)}-mix{mix}-{masking}{data}"
+
+
+def table8_label(mask: int, same: int, random: int) -> str:
+    """The paper's way of naming a mix: MASK/SAME/RND in percent."""
+    return f"{mask}/{same}/{random}"
+
+
+def variants(families: Sequence[str] = FAMILIES, static_copies: int = 1) -> list[Variant]:
+    """The grid: Table 8's six mixes, the four rates, and dynamic vs static masking on a small slice."""
+    unknown = set(families) - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"unknown families {sorted(unknown)}: choose from {', '.join(FAMILIES)}")
+    grid = []
+    if "mix" in families:
+        for row in PAPER_TABLE8:
+            mix = (row["mask"] / 100, row["random"] / 100, row["same"] / 100)
+            grid.append(Variant("mix", table8_label(row["mask"], row["same"], row["random"]), mix=mix))
+    if "rate" in families:
+        grid += [Variant("rate", f"{round(100 * rate)} %", rate=rate) for rate in RATES]
+    if "static" in families:
+        grid += [Variant("static", "dynamic", small_data=True),
+                 Variant("static", f"static ({static_copies} mask{'s' if static_copies > 1 else ''})",
+                         static_copies=static_copies, small_data=True)]
+    return grid
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much each run of the grid trains and how it is measured."""
+
+    name: str
+    model: str = "tiny"
+    steps: int = 600
+    batch_size: int = 32
+    seq_len: int = 64
+    # 800-step runs at lr 2e-3 or 3e-3 sometimes collapsed to unigram guessing (held-out loss 6.74, fine-tuning at
+    # chance) on this corpus; at 1e-3 with 20 % warm-up none did in our tests
+    lr: float = 1e-3
+    warmup: float = 0.2
+    corpus_chars: int | None = None  # pretraining text (None: the whole training split)
+    small_data_chars: int = 150_000  # the slice the ``static`` family trains on for many epochs
+    static_copies: int = 1
+    eval_sequences: int | None = None  # held-out sequences with frozen masks (None: all)
+    finetune_epochs: int = 1
+    finetune_lr: float = 5e-4
+    finetune_max_length: int = 64
+    train_examples: int | None = 4000
+    eval_examples: int | None = None
+    seeds: tuple[int, ...] = (0, 1, 2)
+
+    @property
+    def tokens_per_run(self) -> int:
+        return self.steps * self.batch_size * self.seq_len
+
+
+BUDGETS: dict[str, Budget] = {
+    # seconds per run on a laptop; what CI and the notebook's live cell use
+    "quick": Budget("quick", steps=10, batch_size=8, corpus_chars=200_000, small_data_chars=20_000,
+                    eval_sequences=32, train_examples=128, eval_examples=128, seeds=(0,)),
+    # 2.5-5 minutes per run on one CPU core (33 runs: 2.2 h measured): still on the early plateau (notebook 05)
+    "cpu": Budget("cpu", steps=800),
+    # past the plateau: about 25 CPU-minutes per run (hours for the grid), a few minutes per run on a GPU
+    "long": Budget("long", steps=8000, seq_len=128, lr=3e-3, warmup=0.1, finetune_epochs=2, train_examples=None),
+}
+
+
+@dataclass
+class GridData:
+    """Everything the runs of one budget share: tokenizer, packed blocks, frozen evaluation masks, sentiment."""
+
+    tokenizer: PreTrainedTokenizerBase
+    train_blocks: torch.Tensor
+    small_blocks: torch.Tensor
+    eval_blocks: torch.Tensor
+    sentiment: dict[str, finetune.Encoded] = field(default_factory=dict)
+
+
+def load_data(budget: Budget) -> GridData:
+    """Pack the corpus and encode the sentiment splits once for a whole grid."""
+    tokenizer = tokenization.course_tokenizer()
+    train = pack_blocks([corpus.pretraining_text("train", max_chars=budget.corpus_chars)], tokenizer, budget.seq_len)
+    small = pack_blocks([corpus.pretraining_text("train", max_chars=budget.small_data_chars)], tokenizer,
+                        budget.seq_len)
+    heldout = pack_blocks([corpus.pretraining_text("heldout")], tokenizer, budget.seq_len)[: budget.eval_sequences]
+    if len(small) < budget.batch_size:
+        raise ValueError(f"small_data_chars={budget.small_data_chars:,} gives {len(small)} sequences, fewer than a "
+                         f"batch of {budget.batch_size}: raise small_data_chars")
+    sentiment = {
+        split: finetune.sentiment_data(tokenizer, split, max_length=budget.finetune_max_length,
+                                       examples=budget.train_examples if split == "train" else budget.eval_examples)
+        for split in ("train", "dev", "test")
+    }
+    return GridData(tokenizer, train, small, heldout, sentiment)
+
+
+# ---- one run ---------------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def sentence_features(encoder: torch.nn.Module, data: finetune.Encoded, pad_token_id: int,
+                      batch_size: int = 256) -> np.ndarray:
+    """Mean of the last hidden states over each sentence's tokens ([CLS] and [SEP] included), frozen."""
+    was_training = encoder.training
+    encoder.eval()
+    rows = []
+    for part in iterate_in_batches(len(data), batch_size):
+        features = [{"input_ids": ids, "label": 0, "index": 0} for ids in data.input_ids[part]]
+        batch = finetune.pad_batch(features, pad_token_id=pad_token_id)
+        hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        rows.append(((hidden * weights).sum(1) / weights.sum(1)).float().numpy())
+    encoder.train(was_training)
+    return np.concatenate(rows)
+
+
+def feature_probe(encoder: torch.nn.Module, sentiment: dict[str, finetune.Encoded], pad_token_id: int,
+                  strengths: Sequence[float] = (0.01, 0.1, 1.0, 10.0)) -> dict[str, float]:
+    """Frozen features + logistic regression: the inverse regularisation strength is chosen on dev."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x = {split: sentence_features(encoder, data, pad_token_id) for split, data in sentiment.items()}
+    y = {split: np.asarray(data.labels) for split, data in sentiment.items()}
+    best = None
+    for c in strengths:
+        probe = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=2000)).fit(x["train"], y["train"])
+        dev = float(probe.score(x["dev"], y["dev"]))
+        if best is None or dev > best[0]:
+            best = (dev, c, probe)
+    dev, c, probe = best
+    return {"dev_accuracy": dev, "test_accuracy": float(probe.score(x["test"], y["test"])), "C": c}
+
+
+def fine_tune_accuracy(model: BertForMaskedLM, data: GridData, budget: Budget, seed: int, work_dir: Path) -> dict:
+    """Fine-tune the pretrained encoder (new head) on sentiment; dev picks the best epoch; test accuracy."""
+    model.save_pretrained(work_dir)
+    data.tokenizer.save_pretrained(work_dir)
+    classifier, _ = finetune.load_classifier(work_dir, seed=seed, dropout=0.1)
+    config = finetune.FinetuneConfig(epochs=budget.finetune_epochs, lr=budget.finetune_lr, seed=seed)
+    pad = data.tokenizer.pad_token_id
+    fitted = finetune.fit(classifier, data.sentiment["train"], data.sentiment["dev"], config, pad_token_id=pad,
+                          progress=False, verbose=False)
+    test = finetune.evaluate(fitted.model, data.sentiment["test"], pad_token_id=pad)
+    return {"dev_accuracy": fitted.best_dev["accuracy"] if fitted.best_dev else None,
+            "test_accuracy": test.metrics["accuracy"], "steps": fitted.steps}
+
+
+def run_one(variant: Variant, seed: int, budget: Budget, data: GridData, work_dir: Path,
+            progress: bool = False) -> dict:
+    """Pretrain one variant with one seed, then score it three ways. Returns the run's row."""
+    start = time.perf_counter()
+    model = models.build_model(budget.model, data.tokenizer, seed=seed, max_length=budget.seq_len,
+                               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = TrainConfig(steps=budget.steps, batch_size=budget.batch_size, lr=budget.lr, warmup=budget.warmup,
+                         eval_every=budget.steps, save_every=budget.steps, seed=seed)
+    blocks = data.small_blocks if variant.small_data else data.train_blocks
+    result = pretrain(model, data.tokenizer, blocks, data.eval_blocks, config, spec=variant.spec,
+                      static_copies=variant.static_copies, progress=progress)
+    pretrain_seconds = time.perf_counter() - start
+    heldout = [m for m in result.metrics if m["split"] == "eval"][-1]
+    model = model.cpu().eval()
+    probe = feature_probe(model.bert, data.sentiment, data.tokenizer.pad_token_id)
+    fine = fine_tune_accuracy(model, data, budget, seed, work_dir)
+    return {
+        "key": variant.key, "seed": seed,
+        "epochs": round(budget.steps * budget.batch_size / len(blocks), 2),
+        "heldout": {k: heldout[k] for k in ("loss", "top1", "top5", "tokens")},
+        "finetune": fine, "probe": probe,
+        "seconds": {"pretrain": round(pretrain_seconds, 1), "total": round(time.perf_counter() - start, 1)},
+    }
+
+
+# ---- the grid ------------------------------------------------------------------------------------------------------
+
+
+def _claim(path: Path) -> bool:
+    """Take run ``path`` for this process (a file holding our pid); False when a live process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            with open(path, "x") as claim:
+                claim.write(str(os.getpid()))
+            return True
+        except FileExistsError:
+            try:
+                os.kill(int(path.read_text() or 0), 0)  # signal 0: is the holder alive?
+                return False
+            except (ProcessLookupError, ValueError, FileNotFoundError):
+                path.unlink(missing_ok=True)  # left by a killed run: take it over
+            except PermissionError:
+                return False
+    return False
+
+
+def run_grid(budget: Budget, out_dir: str | Path, *, families: Sequence[str] = FAMILIES,
+             log: Callable[[str], None] = print) -> list[dict]:
+    """Every (variant, seed) of the grid; each finished run is stored in ``out_dir`` and skipped on a rerun.
+
+    Several processes can share a grid: each claims a run before training it and skips runs claimed by another
+    live process (the returned rows then hold only the finished runs; rerun once all are done to collect them).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    grid = variants(families, static_copies=budget.static_copies)
+    keys = list(dict.fromkeys(v.key for v in grid))
+    by_key = {v.key: v for v in grid}
+    data = None
+    rows = []
+    for seed in budget.seeds:  # seeds outermost: a grid stopped early still has whole seeds
+        for key in keys:
+            done = out / key / f"seed-{seed}.json"
+            if done.exists():
+                rows.append(json.loads(done.read_text()))
+                continue
+            if not _claim(done.with_suffix(".claim")):
+                log(f"{key} seed {seed}: being run by another process, skipped")
+                continue
+            data = data or load_data(budget)
+            try:
+                row = run_one(by_key[key], seed, budget, data, out / key / f"seed-{seed}-model")
+                write_json_atomic(done, row)
+            finally:
+                done.with_suffix(".claim").unlink(missing_ok=True)
+            log(f"{key} seed {seed}: held-out loss {row['heldout']['loss']:.3f}, fine-tune "
+                f"{row['finetune']['test_accuracy']:.3f}, probe {row['probe']['test_accuracy']:.3f} "
+                f"({row['seconds']['total']:.0f} s)")
+            rows.append(row)
+    return rows
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value)."""
+    values = list(values)
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+METRICS: dict[str, Callable[[dict], float]] = {
+    "heldout_loss": lambda row: row["heldout"]["loss"],
+    "heldout_top1": lambda row: row["heldout"]["top1"],
+    "finetune_acc": lambda row: row["finetune"]["test_accuracy"],
+    "probe_acc": lambda row: row["probe"]["test_accuracy"],
+}
+
+
+def summarise(rows: Sequence[dict], budget: Budget, families: Sequence[str] = FAMILIES) -> list[dict]:
+    """One line per variant of the grid: every metric's per-seed ``values`` and their (mean, std)."""
+    by_key: dict[str, list[dict]] = {}
+    for row in rows:
+        by_key.setdefault(row["key"], []).append(row)
+    lines = []
+    for variant in variants(families, static_copies=budget.static_copies):
+        runs = by_key.get(variant.key, [])
+        line = {"family": variant.family, "label": variant.label, "key": variant.key, "seeds": len(runs),
+                "rate": variant.rate, "mix": list(variant.mix), "static_copies": variant.static_copies}
+        line["values"] = {name: [get(r) for r in runs] for name, get in METRICS.items()}
+        for name, values in line["values"].items():
+            line[name] = mean_std(values) if values else (math.nan, math.nan)
+        lines.append(line)
+    return lines
+
+
+def results_document(rows: Sequence[dict], budget: Budget, *, command: str, seconds: float,
+                     families: Sequence[str] = FAMILIES) -> dict:
+    """What the grid script stores: budget, hardware, time (``seconds``: the runs' wall times added), every run and
+    the per-variant summary."""
+    return {
+        "budget": asdict(budget) | {"tokens_per_run": budget.tokens_per_run},
+        "machine": devices.machine(),
+        "date": time.strftime("%Y-%m-%d"),
+        "command": command,
+        "runs_wall_seconds": round(seconds, 1),  # the runs one after another, on this machine
+        "paper_table8": list(PAPER_TABLE8),
+        "summary": summarise(rows, budget, families),
+        "runs": list(rows),
+    }
+
+
+def load_results(path: str | Path) -> dict:
+    """A results file written by ``scripts/run_ablations.py``; a clear error when it is missing."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: produce it with `python scripts/run_ablations.py`")
+    return json.loads(path.read_text())
+
+
+def summary_table(document: dict, family: str) -> str:
+    """A plain-text table of one family's mean ± std (and, for ``mix``, the paper's numbers beside them)."""
+    lines = [line for line in document["summary"] if line["family"] == family]
+    paper = {table8_label(r["mask"], r["same"], r["random"]): r for r in document.get("paper_table8", [])}
+    head = f"{'variant':<18}{'seeds':>6}{'held-out loss':>18}{'fine-tune acc':>18}{'probe acc':>18}"
+    if family == "mix":
+        head += f"{'paper MNLI':>12}{'NER ft':>8}{'NER fb':>8}"
+    out = [head]
+    for line in lines:
+        cells = [f"{line['label']:<18}{line['seeds']:>6}"]
+        for name, digits, scale in (("heldout_loss", 3, 1), ("finetune_acc", 1, 100), ("probe_acc", 1, 100)):
+            mean, std = line[name]
+            cells.append(f"{f'{scale * mean:.{digits}f} ± {scale * std:.{digits}f}':>18}")
+        if family == "mix" and line["label"] in paper:
+            p = paper[line["label"]]
+            cells.append(f"{p['mnli']:>12.1f}{p['ner_finetune']:>8.1f}{p['ner_feature']:>8.1f}")
+        out.append("".join(cells))
+    return "\n".join(out)
+
+
+def stored_run(document: dict, budget: Budget, key: str, seed: int) -> dict | None:
+    """The stored row of run (``key``, ``seed``) when ``document`` was made with ``budget`` (seeds aside), else None."""
+    same = {k: v for k, v in asdict(budget).items() if k not in ("name", "seeds")}
+    stored = {k: document["budget"].get(k) for k in same}
+    if json.loads(json.dumps(same)) != stored:  # tuples vs lists: compare as JSON
+        return None
+    return next((row for row in document["runs"] if row["key"] == key and row["seed"] == seed), None)

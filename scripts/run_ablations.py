@@ -1,0 +1,59 @@
+"""Run the masking-ablation grid of notebook 07 and store its results as JSON.
+
+    python scripts/run_ablations.py --budget cpu                  # ≈ 2 CPU-minutes per run, 33 runs
+    python scripts/run_ablations.py --budget long --seeds 0 1 2   # past the plateau: use a GPU
+
+Each finished run is kept under --work (default runs/ablations/<budget>) and skipped on a rerun, so a killed grid
+continues where it stopped, and several processes can share the work (give each other --seeds). The summary
+(mean ± std over seeds, with budget, hardware and wall time) goes to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from mlm_course import ablations
+from mlm_course.training import write_json_atomic
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", choices=sorted(ablations.BUDGETS), default="cpu")
+    parser.add_argument("--families", nargs="+", choices=ablations.FAMILIES, default=list(ablations.FAMILIES))
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the budget's seeds")
+    parser.add_argument("--work", type=Path, default=None, help="where runs are kept (default runs/ablations/BUDGET)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results JSON (default notebooks/results/ablations_BUDGET.json)")
+    parser.add_argument("--no-summary", action="store_true", help="only run; do not write --out")
+    args = parser.parse_args(argv)
+
+    budget = ablations.BUDGETS[args.budget]
+    if args.seeds:
+        budget = replace(budget, seeds=tuple(args.seeds))
+    work = args.work or ROOT / "runs" / "ablations" / budget.name
+    out = args.out or ROOT / "notebooks" / "results" / f"ablations_{budget.name}.json"
+    start = time.perf_counter()
+    rows = ablations.run_grid(budget, work, families=args.families, log=lambda line: print(line, flush=True))
+    if not args.no_summary:
+        all_seeds = replace(budget, seeds=tuple(sorted({row["seed"] for row in rows})))
+        command = "python scripts/run_ablations.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+        seconds = sum(row["seconds"]["total"] for row in rows)
+        document = ablations.results_document(rows, all_seeds, command=command.strip(), seconds=seconds,
+                                              families=args.families)
+        document["grid_seconds_this_call"] = round(time.perf_counter() - start, 1)
+        write_json_atomic(out, document)
+        for family in args.families:
+            print(ablations.summary_table(document, family), "\n", flush=True)
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,145 @@
+"""The masking-ablation grid: its variants, the feature probe, resumable runs, the summary."""
+
+import json
+import statistics
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from mlm_course import ablations, finetune, masking
+from mlm_course.ablations import BUDGETS, PAPER_TABLE8, Variant
+
+
+def test_mix_variants_follow_table8_in_our_mix_order():
+    """Table 8 names mixes MASK/SAME/RND; masking.mask_tokens takes (MASK, RANDOM, SAME)."""
+    mixes = [v for v in ablations.variants(["mix"])]
+    assert len(mixes) == len(PAPER_TABLE8) == 6
+    for variant, row in zip(mixes, PAPER_TABLE8, strict=True):
+        assert variant.label == f"{row['mask']}/{row['same']}/{row['random']}"
+        assert variant.mix == pytest.approx((row["mask"] / 100, row["random"] / 100, row["same"] / 100))
+        assert masking.validate_mix(variant.mix) == pytest.approx(variant.mix)  # each one is a valid mix
+        assert variant.rate == 0.15 and variant.static_copies is None and not variant.small_data
+
+
+def test_bert_recipe_is_one_run_shared_by_the_mix_and_rate_families():
+    grid = ablations.variants()
+    keys = [v.key for v in grid]
+    baseline = Variant("x", "x").key
+    assert keys.count(baseline) == 2  # "80/10/10" and "15 %"
+    assert len(set(keys)) == len(keys) - 1  # every other variant trains differently
+    assert sorted(v.rate for v in grid if v.family == "rate") == [0.15, 0.30, 0.40, 0.60]
+    static = [v for v in grid if v.family == "static"]
+    assert [v.static_copies for v in static] == [None, 1] and all(v.small_data for v in static)
+
+
+def test_unknown_family_is_refused():
+    with pytest.raises(ValueError, match="choose from"):
+        ablations.variants(["mixes"])
+
+
+def test_sentence_features_ignore_padding_and_batching(tiny_model, bert_tok):
+    encoder = tiny_model().bert.eval()
+    data = finetune.encode(bert_tok, ["a short one .", "a much longer sentence than the first one , really ."],
+                           [0, 1])
+    together = ablations.sentence_features(encoder, data, bert_tok.pad_token_id)
+    alone = np.concatenate([
+        ablations.sentence_features(encoder, finetune.Encoded([ids], [0], ["."]), bert_tok.pad_token_id)
+        for ids in data.input_ids
+    ])
+    assert np.allclose(together, alone, atol=1e-5)
+    with torch.no_grad():  # by hand: the mean of the last hidden states of the first sentence
+        hidden = encoder(input_ids=torch.tensor([data.input_ids[0]])).last_hidden_state[0]
+    assert np.allclose(together[0], hidden.mean(0).numpy(), atol=1e-5)
+
+
+def test_feature_probe_picks_the_strength_on_dev_and_reports_its_test_accuracy(tiny_model, bert_tok):
+    texts = [f"{word} movie number {i} ." for i in range(40) for word in ("good", "bad")]
+    labels = [i % 2 for i in range(80)]
+    split = {name: finetune.encode(bert_tok, texts[k::3], labels[k::3]) for k, name in enumerate(["train", "dev", "test"])}
+    encoder = tiny_model().bert
+    result = ablations.feature_probe(encoder, split, bert_tok.pad_token_id, strengths=(0.01, 1.0))
+    x = {k: ablations.sentence_features(encoder, v, bert_tok.pad_token_id) for k, v in split.items()}
+    y = {k: np.asarray(v.labels) for k, v in split.items()}
+    dev_scores = {}
+    for c in (0.01, 1.0):
+        probe = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=2000)).fit(x["train"], y["train"])
+        dev_scores[c] = (probe.score(x["dev"], y["dev"]), probe.score(x["test"], y["test"]))
+    best = max(dev_scores, key=lambda c: (dev_scores[c][0], -list(dev_scores).index(c)))
+    assert result["C"] == best
+    assert result["dev_accuracy"] == pytest.approx(dev_scores[best][0])
+    assert result["test_accuracy"] == pytest.approx(dev_scores[best][1])
+    assert result["test_accuracy"] > 0.8, "the word good/bad is in the features: a linear probe must find it"
+
+
+def test_quick_grid_runs_stores_each_run_and_skips_finished_runs(tmp_path, monkeypatch):
+    budget = BUDGETS["quick"]
+    rows = ablations.run_grid(budget, tmp_path, families=["static"], log=lambda line: None)
+    assert [row["key"] for row in rows] == [v.key for v in ablations.variants(["static"])]
+    for row in rows:
+        assert (tmp_path / row["key"] / f"seed-{row['seed']}.json").exists()
+        assert row["heldout"]["tokens"] > 0 and 0 <= row["probe"]["test_accuracy"] <= 1
+        assert row["epochs"] > 1, "the static family trains on a small slice for several epochs"
+    monkeypatch.setattr(ablations, "run_one", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    assert ablations.run_grid(budget, tmp_path, families=["static"], log=lambda line: None) == rows
+
+
+def test_summary_means_and_stds_by_hand():
+    budget = BUDGETS["quick"]
+    key = ablations.variants(["rate"])[1].key  # 30 %
+    rows = [{"key": key, "seed": s, "heldout": {"loss": loss, "top1": 0.1}, "finetune": {"test_accuracy": acc},
+             "probe": {"test_accuracy": 0.5}} for s, (loss, acc) in enumerate([(5.0, 0.6), (6.0, 0.7), (7.0, 0.8)])]
+    lines = {line["label"]: line for line in ablations.summarise(rows, budget, ["rate"])}
+    assert lines["30 %"]["seeds"] == 3
+    assert lines["30 %"]["heldout_loss"] == pytest.approx((6.0, 1.0))
+    assert lines["30 %"]["finetune_acc"] == pytest.approx((0.7, statistics.stdev([0.6, 0.7, 0.8])))
+    assert lines["15 %"]["seeds"] == 0 and np.isnan(lines["15 %"]["probe_acc"][0])
+
+
+def test_results_document_and_table(tmp_path):
+    budget = BUDGETS["quick"]
+    rows = [{"key": Variant("x", "x").key, "seed": 0, "heldout": {"loss": 6.5, "top1": 0.1},
+             "finetune": {"test_accuracy": 0.61}, "probe": {"test_accuracy": 0.55}}]
+    document = ablations.results_document(rows, budget, command="test", seconds=1.0)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(document))
+    table = ablations.summary_table(ablations.load_results(path), "mix")
+    assert "80/10/10" in table.splitlines()[1] and "84.2" in table.splitlines()[1] and "61.0 ± 0.0" in table
+    assert document["machine"]["cpus"] >= 1 and document["budget"]["tokens_per_run"] == 10 * 8 * 64
+    with pytest.raises(FileNotFoundError, match="run_ablations.py"):
+        ablations.load_results(tmp_path / "missing.json")
+
+
+def test_stored_run_only_matches_the_same_budget():
+    budget = BUDGETS["quick"]
+    key = Variant("x", "x").key
+    row = {"key": key, "seed": 0, "heldout": {"loss": 6.5, "top1": 0.1}, "finetune": {"test_accuracy": 0.6},
+           "probe": {"test_accuracy": 0.5}}
+    document = json.loads(json.dumps(ablations.results_document([row], budget, command="t", seconds=1.0)))
+    assert ablations.stored_run(document, budget, key, 0) == row
+    assert ablations.stored_run(document, budget, key, 1) is None
+    assert ablations.stored_run(document, BUDGETS["cpu"], key, 0) is None
+
+
+def test_runs_claimed_by_a_live_process_are_skipped_stale_claims_are_taken_over(tmp_path, monkeypatch):
+    import os
+
+    budget = BUDGETS["quick"]
+    trained = []
+    monkeypatch.setattr(ablations, "load_data", lambda budget: None)
+    monkeypatch.setattr(ablations, "run_one", lambda variant, seed, *a: trained.append(variant.key) or {
+        "key": variant.key, "seed": seed, "heldout": {"loss": 6.0}, "finetune": {"test_accuracy": 0.5},
+        "probe": {"test_accuracy": 0.5}, "seconds": {"total": 1.0}})
+    dynamic, static = [v.key for v in ablations.variants(["static"])]
+    (tmp_path / dynamic).mkdir()
+    (tmp_path / dynamic / "seed-0.claim").write_text(str(os.getpid()))  # alive: another process runs it
+    (tmp_path / static).mkdir()
+    (tmp_path / static / "seed-0.claim").write_text("999999999")  # no such process: a killed run's leftover
+    log = []
+    rows = ablations.run_grid(budget, tmp_path, families=["static"], log=log.append)
+    assert trained == [static] and [row["key"] for row in rows] == [static]
+    assert "another process" in log[0] and "held-out loss 6.000" in log[1]
+    assert not (tmp_path / static / "seed-0.claim").exists() and (tmp_path / static / "seed-0.json").exists()
