@@ -116,16 +116,13 @@ def _grade_74(fn) -> str | None:
             continue
         if math.isclose(got, -expected, rel_tol=1e-6):
             return "the sign is reversed: t = (mean(a) − mean(b)) / standard error."
-        population = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(
-            statistics.pvariance(a) / len(a) + statistics.pvariance(b) / len(b))
-        if math.isclose(got, population, rel_tol=1e-6):
+        if math.isclose(got, _population_t(a, b), rel_tol=1e-6):
             return "use the sample variance (divide by n − 1): with 3 seeds, dividing by n underestimates the noise."
         pooled = ((len(a) - 1) * statistics.variance(a) + (len(b) - 1) * statistics.variance(b)) / (len(a) + len(b) - 2)
         student = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
         if math.isclose(got, student, rel_tol=1e-6) and len(a) != len(b):
             return "that is Student's t with a pooled variance; Welch's t keeps each group's variance / its size."
-        no_n = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(statistics.variance(a) + statistics.variance(b))
-        if math.isclose(got, no_n, rel_tol=1e-6):
+        if math.isclose(got, _no_sizes_t(a, b), rel_tol=1e-6):
             return "divide each variance by its group's size: the standard error of a mean is s / √n."
         return f"for a={a} and b={b} the expected t is {expected:.4f}; got {got:.4f}."
     return None
