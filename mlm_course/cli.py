@@ -62,6 +62,9 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from this saved model ('course' or a folder) instead of random weights "
                         "(continued pretraining; --config is then taken from the model)")
+    p.add_argument("--stack-to", type=int, default=None, metavar="LAYERS",
+                   help="with --init-from: grow the model to this many layers first by progressive stacking "
+                        "(layer i starts as a copy of layer i mod the old depth)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pretrain)
 
@@ -84,7 +87,7 @@ def _calibrate_steps(model, tokenizer, blocks, config, spec, sparse: bool, minut
 def cmd_pretrain(args) -> int:
     from mlm_course import corpus, tokenization
     from mlm_course import device as devices
-    from mlm_course.models import CONFIGS, build_model, count_parameters, load_for_training
+    from mlm_course.models import CONFIGS, build_model, count_parameters, load_for_training, stack_layers
     from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
     from mlm_course.training import TrainConfig, check_output_dir, write_json_atomic
 
@@ -100,6 +103,11 @@ def cmd_pretrain(args) -> int:
         model = load_for_training(args.init_from, tokenizer, max_length=args.seq_len, **dropout)
         args.config = next((name for name, sizes in CONFIGS.items()
                             if all(getattr(model.config, k) == v for k, v in sizes.items())), "custom")
+        if args.stack_to:
+            model = stack_layers(model, args.stack_to)
+            args.config = f"{args.config} stacked to {args.stack_to} layers"
+    elif args.stack_to:
+        raise SystemExit("--stack-to grows a trained model: use it with --init-from")
     else:
         model = build_model(args.config, tokenizer, seed=args.seed, max_length=args.seq_len, **dropout)
     config = TrainConfig(
@@ -108,7 +116,7 @@ def cmd_pretrain(args) -> int:
         seed=args.seed, device=args.device, minutes=args.minutes,
         extra={"model": args.config, "seq_len": args.seq_len, "mask": vars(spec) | {"mix": list(spec.mix)},
                "sparse_logits": not args.full_logits, "dropout": args.dropout,
-               "init_from": args.init_from},
+               "init_from": args.init_from, "stack_to": args.stack_to},
     )
     plan_file = out / "plan.json"
     if args.resume and plan_file.exists():

@@ -11,8 +11,10 @@ Names ``load_mlm`` understands, offline first:
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import torch
@@ -78,6 +80,29 @@ def load_for_training(
             f"{max_length}: use --seq-len {model.config.max_position_embeddings} or less"
         )
     return model
+
+
+def stack_layers(model: BertForMaskedLM, num_layers: int) -> BertForMaskedLM:
+    """A deeper copy of ``model`` by progressive stacking (Gong et al., 2019): new layer i starts as layer i mod L.
+
+    Embeddings and the MLM head are copied unchanged, so the deeper model keeps everything the shallow one learned
+    about words and only has to learn to use its extra layers.
+    """
+    depth = model.config.num_hidden_layers
+    if num_layers < depth:
+        raise ValueError(f"the model already has {depth} layers: stack to {depth} or more, not {num_layers}")
+    config = copy.deepcopy(model.config)
+    config.num_hidden_layers = num_layers
+    deeper = BertForMaskedLM(config)
+    source = model.state_dict()
+    layer_key = re.compile(r"^(bert\.encoder\.layer\.)(\d+)(\..+)$")
+
+    def source_key(key: str) -> str:
+        match = layer_key.match(key)
+        return f"{match[1]}{int(match[2]) % depth}{match[3]}" if match else key
+
+    deeper.load_state_dict({key: source[source_key(key)].clone() for key in deeper.state_dict()})
+    return deeper.to(next(model.parameters()).device)
 
 
 def count_parameters(model: torch.nn.Module) -> dict[str, int]:

@@ -376,10 +376,19 @@ def pll_pairs_plot(good, bad, *, title: str = "") -> Figure:
 
 
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, title: str = "") -> Figure:
-    """Training loss (per log interval) and held-out loss / top-1 / top-5 by step, with the unigram baseline."""
+    """Training loss (per log interval) and held-out loss / top-1 / top-5 by step, with the unigram baseline.
+
+    Rows with a ``stage`` number (joined runs of continued pretraining) get a dotted line where each later stage starts.
+    """
     train = [m for m in metrics if m["split"] == "train"]
     evals = [m for m in metrics if m["split"] == "eval"]
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for before, after in zip(metrics, metrics[1:], strict=False):
+        if after.get("stage", 1) != before.get("stage", 1):
+            for ax in (ax_loss, ax_acc):
+                ax.axvline(before["step"], color="black", ls=":", lw=1)
+            ax_loss.annotate(f"stage {after['stage']}", (before["step"], 1), xycoords=("data", "axes fraction"),
+                             xytext=(3, -12), textcoords="offset points", fontsize=8)
     ax_loss.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, alpha=0.6, label="training batches")
     ax_loss.plot([m["step"] for m in evals], [m["loss"] for m in evals], "o-", label="held-out (frozen masks)")
     for metric, style in (("top1", "o-"), ("top5", "s-")):

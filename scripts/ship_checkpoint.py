@@ -6,12 +6,17 @@
         --eval-every 1000 --save-every 1000 --seed 1 --out runs/course-bert-stage2
     python scripts/ship_checkpoint.py runs/course-bert-stage2 --command "..." \
         --after runs/course-bert --after-command "..."
+    cp -r mlm_course/data/course-bert runs/course-bert-stages12
+    mlm-course pretrain --init-from runs/course-bert-stage2 --stack-to 4 --steps 15000 --lr 1.5e-3 --warmup 500 \
+        --dropout 0 --eval-every 1000 --save-every 1000 --seed 2 --out runs/course-bert-stage3
+    python scripts/ship_checkpoint.py runs/course-bert-stage3 --command "..." --after runs/course-bert-stages12
 
 Copies the final model and tokenizer (save_pretrained files), metrics.jsonl and results.json into
 ``mlm_course/data/course-bert/``, adds the fill-mask probe results to results.json, and writes the model card.
 With ``--after`` (the run this one continued, via ``--init-from``) the learning curves are joined (steps and
-seconds of the later stage shifted after the earlier one), results.json lists both stages and sums steps, tokens
-and time.
+seconds of the later stage shifted after the earlier one), results.json lists the stages and sums steps, tokens
+and time. ``--after`` may itself be a shipped checkpoint with stages (a copy of ``mlm_course/data/course-bert``):
+its stages are kept and this run becomes the next one.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ Wikipedia sample; see DATA.md) with the course's 8,192-entry WordPiece vocabular
 ```
 {commands}
 ```
+(`--init-from course` is the checkpoint shipped after the previous stage, i.e. that stage's `--out` folder: pass the
+folder to reproduce the chain.)
 {stages}- In all: {steps:,} steps, {tokens:,} tokens seen, {minutes:.0f} minutes on {machine} ({cpus} CPU cores, no GPU;
   torch {torch}).
 - Every stage: AdamW (betas {betas}, weight decay {wd}), linear warm-up then linear decay to 0, gradient clipping at
@@ -67,21 +74,27 @@ def stage(results: dict, command: str) -> dict:
             "seconds": results["seconds"], "train_config": results["train_config"], "heldout": results["heldout"]}
 
 
-def joined_metrics(earlier: Path, later: Path, steps: int, seconds: float) -> str:
-    """metrics.jsonl of two stages as one curve: the later stage's steps and seconds follow the earlier's."""
+def joined_metrics(earlier: Path, later: Path, steps: int, seconds: float, stage: int) -> str:
+    """metrics.jsonl of the earlier stages and a later one (number ``stage``) as one curve.
+
+    The later stage's steps and seconds follow the earlier's; rows without a stage number belong to stage 1.
+    """
     lines = [json.loads(line) for line in earlier.read_text().splitlines() if line.strip()]
-    lines = [row | {"stage": 1} for row in lines]
+    lines = [{"stage": 1} | row for row in lines]
     for line in later.read_text().splitlines():
         if line.strip():
             row = json.loads(line)
-            lines.append(row | {"step": row["step"] + steps, "seconds": row.get("seconds", 0.0) + seconds, "stage": 2})
+            lines.append(row | {"step": row["step"] + steps, "seconds": row.get("seconds", 0.0) + seconds,
+                                "stage": stage})
     return "".join(json.dumps(row) + "\n" for row in lines)
 
 
 def _stage_line(number: int, st: dict) -> str:
     run = st["train_config"]
     warmup = int(run["warmup"]) if run["warmup"] >= 1 else f"{run['warmup']:.0%} of the"
-    start = "random weights" if number == 1 else "the weights of stage 1"
+    start = "random weights" if number == 1 else f"the weights of stage {number - 1}"
+    if run["extra"].get("stack_to"):
+        start += f", stacked to {run['extra']['stack_to']} layers (layer i a copy of layer i mod the old depth)"
     return (f"- Stage {number}, from {start}: {st['steps']:,} steps × batch {run['batch_size']} × "
             f"{run['extra']['seq_len']} tokens = {st['tokens_seen']:,} tokens, peak learning rate {run['lr']}, {warmup} "
             f"warm-up steps, {st['seconds'] / 60:.0f} min; held-out loss after it {st['heldout']['loss']:.3f}.\n")
@@ -111,9 +124,9 @@ def main() -> int:
     stages = [stage(results, args.command)]
     if args.after is not None:
         earlier = json.loads((args.after / "results.json").read_text())
-        stages.insert(0, stage(earlier, args.after_command))
-        (temp / "metrics.jsonl").write_text(
-            joined_metrics(args.after / "metrics.jsonl", args.run / "metrics.jsonl", earlier["steps"], earlier["seconds"]))
+        stages[:0] = earlier.get("stages") or [stage(earlier, args.after_command)]
+        (temp / "metrics.jsonl").write_text(joined_metrics(
+            args.after / "metrics.jsonl", args.run / "metrics.jsonl", earlier["steps"], earlier["seconds"], len(stages)))
         for key in ("steps", "tokens_seen", "seconds"):
             results[key] = sum(st[key] for st in stages)
     results["stages"] = stages

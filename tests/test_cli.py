@@ -104,3 +104,16 @@ def test_init_from_a_model_with_too_few_positions_is_refused(tmp_path, capsys):
     assert cli.main(["pretrain", "--init-from", str(tmp_path / "short"), "--out", str(tmp_path / "run"),
                      "--steps", "1", "--seq-len", "64", "--no-progress"]) == 2
     assert "--seq-len 32" in capsys.readouterr().err
+
+
+def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
+    """--init-from with --stack-to continues a 2-layer model as a 4-layer one and says so in results.json."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert _pretrain(first) == 0
+    assert cli.main(["pretrain", "--init-from", str(first), "--stack-to", "4", "--out", str(second), "--steps", "1",
+                     "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000", "--no-progress"]) == 0
+    results = json.loads((second / "results.json").read_text())
+    assert results["config"] == "tiny stacked to 4 layers" and results["train_config"]["extra"]["stack_to"] == 4
+    assert BertForMaskedLM.from_pretrained(second).config.num_hidden_layers == 4
+    with pytest.raises(SystemExit, match="use it with --init-from"):
+        cli.main(["pretrain", "--stack-to", "4", "--out", str(tmp_path / "third"), "--steps", "1", "--no-progress"])

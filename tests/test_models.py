@@ -105,3 +105,26 @@ def test_course_checkpoint_loads_with_auto_classes():
     model = AutoModelForMaskedLM.from_pretrained(folder)
     tok = AutoTokenizer.from_pretrained(folder)
     assert model.config.vocab_size == len(tok)
+
+
+def test_stacked_model_runs_the_shallow_encoder_twice(tiny_model, bert_tok):
+    """Progressive stacking 2 → 4 layers: layer i is layer i mod 2, so the deeper encoder is the old one applied twice."""
+    shallow = tiny_model(seed=1).eval()
+    deep = models.stack_layers(shallow, 4).eval()
+    assert deep.config.num_hidden_layers == 4 and shallow.config.num_hidden_layers == 2
+    input_ids = bert_tok("she opened the door and walked out .", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        hidden = shallow.bert.embeddings(input_ids=input_ids)
+        for _ in range(2):
+            hidden = shallow.bert.encoder(hidden).last_hidden_state
+        expected = shallow.cls(hidden)
+        assert torch.allclose(deep(input_ids=input_ids).logits, expected, atol=1e-5)
+        assert not torch.allclose(shallow(input_ids=input_ids).logits, expected, atol=1e-3)  # so the check can fail
+    assert deep.get_output_embeddings().weight is deep.get_input_embeddings().weight  # decoder still tied
+    deep.bert.encoder.layer[2].output.dense.weight.data.zero_()
+    assert shallow.bert.encoder.layer[0].output.dense.weight.abs().sum() > 0  # copies, not shared tensors
+
+
+def test_stacking_to_fewer_layers_is_refused(tiny_model):
+    with pytest.raises(ValueError, match="already has 2 layers"):
+        models.stack_layers(tiny_model(), 1)

@@ -1,0 +1,71 @@
+"""plots for 05_pretraining: each returns a Figure with the right axes, labels and plotted data."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from mlm_course import plots
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def _metrics(stages=(1,)):
+    rows, step = [], 0
+    for stage in stages:
+        for _ in range(2):
+            step += 10
+            rows.append({"step": step, "split": "train", "loss": 7.0 - step / 10, "stage": stage})
+        rows.append({"step": step, "split": "eval", "loss": 6.5 - step / 10, "top1": step / 100, "top5": step / 50,
+                     "stage": stage})
+    return rows
+
+
+def test_pretraining_curves_plot_train_and_heldout_loss_accuracy_and_the_baseline():
+    fig = plots.pretraining_curves(_metrics(), baseline={"loss": 6.7, "top1": 0.05, "top5": 0.17}, title="run")
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    loss, acc = fig.axes
+    train, heldout = loss.lines[:2]
+    np.testing.assert_allclose(train.get_xydata(), [[10, 6.0], [20, 5.0]])
+    np.testing.assert_allclose(heldout.get_xydata(), [[20, 4.5]])
+    assert [line.get_label() for line in acc.lines] == ["model top1", "model top5", "unigram top1", "unigram top5"]
+    assert acc.lines[1].get_ydata().tolist() == [0.4]
+    assert list(loss.lines[2].get_ydata()) == [6.7, 6.7]  # the unigram line
+    assert loss.get_title() == "run" and not loss.texts  # one stage: no stage marks
+
+
+def test_pretraining_curves_mark_where_each_later_stage_starts():
+    fig = plots.pretraining_curves(_metrics(stages=(1, 2, 3)))
+    loss, acc = fig.axes
+    for ax in (loss, acc):
+        starts = [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":"]
+        assert starts == [20, 40]
+    assert [t.get_text() for t in loss.texts] == ["stage 2", "stage 3"]
+
+
+def test_fill_mask_bars_one_panel_per_sentence_accepted_answers_green():
+    rows = [("She opened the [MASK].", [("door", 0.6), ("window", 0.3)], {"door"}),
+            ("A [MASK] day.", [("cold", 0.5), ("long", 0.2)], {"warm"})]
+    fig = plots.fill_mask_bars(rows, columns=3)
+    assert len(fig.axes) == 3 and not fig.axes[2].axison  # the unused panel is switched off
+    first = fig.axes[0]
+    assert [t.get_text() for t in first.get_yticklabels()] == ["window", "door"]  # best guess on top
+    assert [p.get_width() for p in first.patches] == [0.3, 0.6]
+    green = plt.matplotlib.colors.to_rgba("tab:green")
+    assert [p.get_facecolor() == green for p in first.patches] == [False, True]
+    assert not any(p.get_facecolor() == green for p in fig.axes[1].patches)
+    assert first.get_title() == "She opened the [MASK]."
+
+
+def test_accuracy_by_frequency_bars_model_beside_unigram():
+    buckets = [{"bucket": "rare", "tokens": 10, "model_top1": 0.2, "unigram_top1": 0.0},
+               {"bucket": "common", "tokens": 1000, "model_top1": 0.6, "unigram_top1": 0.3}]
+    fig = plots.accuracy_by_frequency(buckets)
+    ax = fig.axes[0]
+    assert [p.get_height() for p in ax.patches] == [0.2, 0.6, 0.0, 0.3]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["rare\n(10 tokens)", "common\n(1,000 tokens)"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["model", "unigram frequencies"]
