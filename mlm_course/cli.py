@@ -51,6 +51,9 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--mask-rate", type=float, default=0.15, help="share of tokens selected for prediction")
     p.add_argument("--mask-mix", type=_mix, default=(0.8, 0.1, 0.1), help="MASK,RANDOM,SAME shares (sum 1)")
     p.add_argument("--scheme", choices=["bernoulli", "fixed"], default="bernoulli", help="how positions are chosen")
+    p.add_argument("--short-seq-prob", type=float, default=0.0, metavar="SHARE",
+                   help="share of training sequences cut to a random shorter length, [SEP] and padding after it "
+                        "(BERT's short_seq_prob, 0.1 there), so short inputs are not new to the model (default: 0)")
     p.add_argument("--full-logits", action="store_true", help="project every position to the vocabulary (slower)")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--save-every", type=int, default=500)
@@ -116,7 +119,7 @@ def cmd_pretrain(args) -> int:
         seed=args.seed, device=args.device, minutes=args.minutes,
         extra={"model": args.config, "seq_len": args.seq_len, "mask": vars(spec) | {"mix": list(spec.mix)},
                "sparse_logits": not args.full_logits, "dropout": args.dropout,
-               "init_from": args.init_from, "stack_to": args.stack_to},
+               "init_from": args.init_from, "stack_to": args.stack_to, "short_seq_prob": args.short_seq_prob},
     )
     plan_file = out / "plan.json"
     if args.resume and plan_file.exists():
@@ -127,7 +130,7 @@ def cmd_pretrain(args) -> int:
     print(f"{args.config}: {count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
           f"{len(eval_blocks):,} held-out sequences of {args.seq_len}; {config.steps:,} steps", flush=True)
     result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, spec=spec, sparse=not args.full_logits,
-                      out_dir=out, resume=args.resume, progress=not args.no_progress)
+                      short_share=args.short_seq_prob, out_dir=out, resume=args.resume, progress=not args.no_progress)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     evals = [m for m in result.metrics if m["split"] == "eval"]

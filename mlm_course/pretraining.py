@@ -45,7 +45,7 @@ PROBE_SENTENCES: list[tuple[str, set[str]]] = [
     ("The children were playing in the [MASK].", {"garden", "park", "street", "house", "room", "field"}),
     ("My father and my [MASK] are both well.", {"mother", "brother", "sister", "uncle", "aunt"}),
     ("She smiled and held out her [MASK].", {"hand", "hands", "arms"}),
-    ("They were married in the [MASK] last spring.", {"church", "spring", "village", "country"}),
+    ("They were married in the [MASK] last spring.", {"church", "village", "country", "town", "chapel"}),
     ("The ship sailed across the [MASK].", {"sea", "ocean", "river", "channel", "atlantic"}),
     ("He read the [MASK] by candlelight.", {"letter", "book", "note", "paper"}),
     ("She looked out of the [MASK] at the rain.", {"window"}),
@@ -82,13 +82,35 @@ def pack_blocks(texts: list[str], tokenizer: PreTrainedTokenizerBase, seq_len: i
     return torch.cat([cls, blocks, sep], dim=1)
 
 
+def shorten_blocks(
+    blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, share: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut a random ``share`` of the blocks short (BERT's ``short_seq_prob``): (input ids, attention mask).
+
+    A cut block keeps its first L - 1 tokens, with L uniform in 3 … seq_len, then ``[SEP]`` and padding, so the
+    model also sees ``[SEP]`` early and short inputs like the sentences it will be asked about later.
+    """
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"short-sequence share {share} must be between 0 and 1")
+    count, length = blocks.shape
+    cut = torch.rand(count, generator=generator) < share
+    lengths = torch.where(cut, torch.randint(3, length + 1, (count,), generator=generator), length)
+    attention = (torch.arange(length) < lengths[:, None]).long()
+    ids = torch.where(attention.bool(), blocks, tokenizer.pad_token_id)
+    ids[torch.arange(count), lengths - 1] = tokenizer.sep_token_id
+    return ids, attention
+
+
 def mask_blocks(
-    blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, spec: MaskSpec, generator: torch.Generator
+    blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, spec: MaskSpec, generator: torch.Generator,
+    attention_mask: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """A masked-LM batch (input_ids, attention_mask, labels) from packed ``blocks``."""
+    """A masked-LM batch (input_ids, attention_mask, labels) from packed ``blocks`` (padding never selected)."""
+    attention_mask = torch.ones_like(blocks) if attention_mask is None else attention_mask
     masked = masking.mask_tokens(
         blocks,
         special_ids=tokenizer.all_special_ids,
+        attention_mask=attention_mask,
         mask_token_id=tokenizer.mask_token_id,
         vocab_size=len(tokenizer),
         rate=spec.rate,
@@ -96,7 +118,7 @@ def mask_blocks(
         scheme=spec.scheme,
         generator=generator,
     )
-    return {"input_ids": masked.input_ids, "attention_mask": torch.ones_like(blocks), "labels": masked.labels}
+    return {"input_ids": masked.input_ids, "attention_mask": attention_mask, "labels": masked.labels}
 
 
 def masked_lm_outputs(
@@ -179,12 +201,13 @@ def pretrain(
     spec: MaskSpec = MaskSpec(),
     eval_spec: MaskSpec = MaskSpec(),
     static_copies: int | None = None,
+    short_share: float = 0.0,
     sparse: bool = True,
     out_dir: str | os.PathLike | None = None,
     resume: bool = False,
     progress: bool = True,
 ) -> TrainResult:
-    """Masked-LM pretraining; masks drawn by ``spec``.
+    """Masked-LM pretraining; masks drawn by ``spec``; ``short_share`` of the sequences cut short (:func:`shorten_blocks`).
 
     Dynamic masking (``static_copies=None``, RoBERTa): a fresh mask every time a sequence is seen. Static masking
     (the original BERT's ``dupe_factor``): ``static_copies`` masked copies of the corpus are made once and epoch
@@ -198,17 +221,24 @@ def pretrain(
         raise ValueError(f"static_copies={static_copies!r}: use a positive number of copies, or None for dynamic")
     pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
     eval_batches = frozen_eval_batches(eval_blocks, tokenizer, eval_spec)
-    copies = [
-        mask_blocks(train_blocks, tokenizer, spec, step_generator(config.seed, copy, stream=STATIC_MASK_STREAM))
-        for copy in range(static_copies or 0)
-    ]
+    if not 0.0 <= short_share <= 1.0:
+        raise ValueError(f"short_share={short_share}: use a share between 0 and 1")
+
+    def masked(blocks: torch.Tensor, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        if not short_share:  # no extra draws: runs without short sequences keep the masks they always had
+            return mask_blocks(blocks, tokenizer, spec, generator)
+        ids, attention = shorten_blocks(blocks, tokenizer, short_share, generator)
+        return mask_blocks(ids, tokenizer, spec, generator, attention_mask=attention)
+
+    copies = [masked(train_blocks, step_generator(config.seed, copy, stream=STATIC_MASK_STREAM))
+              for copy in range(static_copies or 0)]
 
     def batch_for_step(step: int, micro: int) -> dict[str, torch.Tensor]:
         rows = pick(step, micro, config.grad_accum)
         if copies:
             epoch = epoch_of(step, micro, config.grad_accum, len(train_blocks), config.batch_size)
             return {key: value[rows] for key, value in copies[epoch % len(copies)].items()}
-        return mask_blocks(train_blocks[rows], tokenizer, spec, step_generator(config.seed, step, stream=micro))
+        return masked(train_blocks[rows], step_generator(config.seed, step, stream=micro))
 
     def save(model: BertForMaskedLM, path: Path) -> None:
         model.save_pretrained(path)

@@ -7,8 +7,8 @@
     python scripts/ship_checkpoint.py runs/course-bert-stage2 --command "..." \
         --after runs/course-bert --after-command "..."
     cp -r mlm_course/data/course-bert runs/course-bert-stages12
-    mlm-course pretrain --init-from runs/course-bert-stage2 --stack-to 4 --steps 15000 --lr 1.5e-3 --warmup 500 \
-        --dropout 0 --eval-every 1000 --save-every 1000 --seed 2 --out runs/course-bert-stage3
+    mlm-course pretrain --init-from runs/course-bert-stage2 --short-seq-prob 0.1 --steps 16000 --lr 1e-3 \
+        --warmup 500 --dropout 0 --eval-every 1000 --save-every 1000 --seed 3 --out runs/course-bert-stage3
     python scripts/ship_checkpoint.py runs/course-bert-stage3 --command "..." --after runs/course-bert-stages12
 
 Copies the final model and tokenizer (save_pretrained files), metrics.jsonl and results.json into
@@ -95,6 +95,8 @@ def _stage_line(number: int, st: dict) -> str:
     start = "random weights" if number == 1 else f"the weights of stage {number - 1}"
     if run["extra"].get("stack_to"):
         start += f", stacked to {run['extra']['stack_to']} layers (layer i a copy of layer i mod the old depth)"
+    if run["extra"].get("short_seq_prob"):
+        start += f"; {run['extra']['short_seq_prob']:.0%} of the sequences cut to a random shorter length"
     return (f"- Stage {number}, from {start}: {st['steps']:,} steps × batch {run['batch_size']} × "
             f"{run['extra']['seq_len']} tokens = {st['tokens_seen']:,} tokens, peak learning rate {run['lr']}, {warmup} "
             f"warm-up steps, {st['seconds'] / 60:.0f} min; held-out loss after it {st['heldout']['loss']:.3f}.\n")

@@ -111,9 +111,11 @@ def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
     first, second = tmp_path / "first", tmp_path / "second"
     assert _pretrain(first) == 0
     assert cli.main(["pretrain", "--init-from", str(first), "--stack-to", "4", "--out", str(second), "--steps", "1",
-                     "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000", "--no-progress"]) == 0
+                     "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000", "--short-seq-prob", "0.1",
+                     "--no-progress"]) == 0
     results = json.loads((second / "results.json").read_text())
     assert results["config"] == "tiny stacked to 4 layers" and results["train_config"]["extra"]["stack_to"] == 4
+    assert results["train_config"]["extra"]["short_seq_prob"] == 0.1
     assert BertForMaskedLM.from_pretrained(second).config.num_hidden_layers == 4
     with pytest.raises(SystemExit, match="use it with --init-from"):
         cli.main(["pretrain", "--stack-to", "4", "--out", str(tmp_path / "third"), "--steps", "1", "--no-progress"])

@@ -141,3 +141,45 @@ def test_bad_static_copies_are_refused(tiny_model, blocks, bert_tok, copies):
     config = TrainConfig(steps=1, batch_size=4, device="cpu")
     with pytest.raises(ValueError, match="positive number of copies"):
         pretraining.pretrain(tiny_model(), bert_tok, blocks, blocks, config, static_copies=copies, progress=False)
+
+
+def test_shorten_blocks_cuts_the_stated_share_to_uniform_lengths(bert_tok):
+    """BERT's short_seq_prob: a share of rows cut to L tokens (L uniform in 3..seq_len), [SEP] last, then padding."""
+    torch.manual_seed(0)
+    count, length, share = 20_000, 16, 0.1
+    blocks = torch.randint(1000, 2000, (count, length))
+    blocks[:, 0], blocks[:, -1] = bert_tok.cls_token_id, bert_tok.sep_token_id
+    ids, attention = pretraining.shorten_blocks(blocks, bert_tok, share, torch.Generator().manual_seed(1))
+    lengths = attention.sum(1)
+    for row in range(200):
+        n = int(lengths[row])
+        assert attention[row, :n].all() and not attention[row, n:].any()
+        assert torch.equal(ids[row, : n - 1], blocks[row, : n - 1]) and ids[row, n - 1] == bert_tok.sep_token_id
+        assert (ids[row, n:] == bert_tok.pad_token_id).all()
+    # A cut row of full length looks uncut: P(shorter) = share · 13/14. 99.9 % bound: 3.3 binomial standard deviations.
+    expected = share * (length - 3) / (length - 2)
+    observed = float((lengths < length).float().mean())
+    assert abs(observed - expected) < 3.3 * math.sqrt(expected * (1 - expected) / count)
+    assert set(lengths[lengths < length].tolist()) == set(range(3, length))
+    same_ids, same_attention = pretraining.shorten_blocks(blocks, bert_tok, 0.0, torch.Generator().manual_seed(1))
+    assert torch.equal(same_ids, blocks) and same_attention.all()
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        pretraining.shorten_blocks(blocks, bert_tok, 1.5, torch.Generator())
+
+
+def test_mask_blocks_never_selects_padding(blocks, bert_tok):
+    ids, attention = pretraining.shorten_blocks(blocks, bert_tok, 1.0, torch.Generator().manual_seed(0))
+    batch = pretraining.mask_blocks(ids, bert_tok, MaskSpec(rate=0.5), torch.Generator().manual_seed(0), attention)
+    assert batch["attention_mask"] is attention and (attention == 0).any()
+    assert (batch["labels"][attention == 0] == -100).all() and (batch["labels"] != -100).any()
+
+
+def test_short_share_reaches_training_and_zero_changes_nothing(tiny_model, blocks, bert_tok, monkeypatch):
+    plain = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch)
+    assert _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, short_share=0.0) == plain
+    cut = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, short_share=0.5)
+    assert not any(bert_tok.pad_token_id in row for batch in plain for row in batch)
+    assert all(any(bert_tok.pad_token_id in row for row in batch) for batch in cut)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        pretraining.pretrain(tiny_model(), bert_tok, blocks, blocks, TrainConfig(steps=1, batch_size=4, device="cpu"),
+                             short_share=-0.1, progress=False)
