@@ -8,4 +8,4 @@ from mlm_course.settings import SETTINGS
 warnings.filterwarnings("ignore", message="IProgress not found")
 
 __all__ = ["SETTINGS", "__version__"]
-__version__ = "0.2.0"
+__version__ = "0.3.0"

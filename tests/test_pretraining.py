@@ -183,3 +183,26 @@ def test_short_share_reaches_training_and_zero_changes_nothing(tiny_model, block
     with pytest.raises(ValueError, match="between 0 and 1"):
         pretraining.pretrain(tiny_model(), bert_tok, blocks, blocks, TrainConfig(steps=1, batch_size=4, device="cpu"),
                              short_share=-0.1, progress=False)
+
+
+def test_shipped_checkpoint_figures_are_what_its_weights_compute():
+    """results.json of the course checkpoint: held-out loss, probe guesses and hits recomputed from the shipped files."""
+    import json
+
+    from mlm_course import corpus
+    from mlm_course.models import load_mlm
+
+    model, tok = load_mlm("course")
+    results = json.loads((corpus.course_checkpoint_dir() / "results.json").read_text())
+    seq_len = results["train_config"]["extra"]["seq_len"]
+    heldout = pretraining.pack_blocks([corpus.pretraining_text("heldout")], tok, seq_len)
+    scores = pretraining.evaluate_masked_lm(model.eval(), pretraining.frozen_eval_batches(heldout, tok, MaskSpec()))
+    assert scores["tokens"] == results["heldout"]["tokens"]
+    for metric in ("loss", "top1", "top5"):
+        assert scores[metric] == pytest.approx(results["heldout"][metric], abs=1e-4), metric
+    curve = [json.loads(line) for line in (corpus.course_checkpoint_dir() / "metrics.jsonl").read_text().splitlines()]
+    assert [row for row in curve if row["split"] == "eval"][-1]["loss"] == results["heldout"]["loss"]
+    assert sum(stage["steps"] for stage in results["stages"]) == results["steps"] == curve[-1]["step"]
+    hits = pretraining.probe_hits(model, tok)
+    assert [row["guesses"] for row in hits] == [row["guesses"] for row in results["probes"]["rows"]]
+    assert sum(row["hit"] for row in hits) == results["probes"]["hits"] > len(hits) / 2  # issue 4: "most of the time"
