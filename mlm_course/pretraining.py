@@ -82,6 +82,11 @@ def pack_blocks(texts: list[str], tokenizer: PreTrainedTokenizerBase, seq_len: i
     return torch.cat([cls, blocks, sep], dim=1)
 
 
+def _check_share(share: float) -> None:
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"short-sequence share {share} must be between 0 and 1")
+
+
 def shorten_blocks(
     blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, share: float, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -90,8 +95,9 @@ def shorten_blocks(
     A cut block keeps its first L - 1 tokens, with L uniform in 3 … seq_len, then ``[SEP]`` and padding, so the
     model also sees ``[SEP]`` early and short inputs like the sentences it will be asked about later.
     """
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"short-sequence share {share} must be between 0 and 1")
+    _check_share(share)
+    if share == 0:  # no random draws: runs without short sequences keep the masks they always had
+        return blocks, torch.ones_like(blocks)
     count, length = blocks.shape
     cut = torch.rand(count, generator=generator) < share
     lengths = torch.where(cut, torch.randint(3, length + 1, (count,), generator=generator), length)
@@ -219,14 +225,11 @@ def pretrain(
     if static_copies is not None and (isinstance(static_copies, bool) or not isinstance(static_copies, int)
                                       or static_copies < 1):
         raise ValueError(f"static_copies={static_copies!r}: use a positive number of copies, or None for dynamic")
+    _check_share(short_share)  # before any work, not at the first batch
     pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
     eval_batches = frozen_eval_batches(eval_blocks, tokenizer, eval_spec)
-    if not 0.0 <= short_share <= 1.0:
-        raise ValueError(f"short_share={short_share}: use a share between 0 and 1")
 
     def masked(blocks: torch.Tensor, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        if not short_share:  # no extra draws: runs without short sequences keep the masks they always had
-            return mask_blocks(blocks, tokenizer, spec, generator)
         ids, attention = shorten_blocks(blocks, tokenizer, short_share, generator)
         return mask_blocks(ids, tokenizer, spec, generator, attention_mask=attention)
 

@@ -161,8 +161,11 @@ def test_shorten_blocks_cuts_the_stated_share_to_uniform_lengths(bert_tok):
     observed = float((lengths < length).float().mean())
     assert abs(observed - expected) < 3.3 * math.sqrt(expected * (1 - expected) / count)
     assert set(lengths[lengths < length].tolist()) == set(range(3, length))
-    same_ids, same_attention = pretraining.shorten_blocks(blocks, bert_tok, 0.0, torch.Generator().manual_seed(1))
+    untouched = torch.Generator().manual_seed(1)
+    state = untouched.get_state()
+    same_ids, same_attention = pretraining.shorten_blocks(blocks, bert_tok, 0.0, untouched)
     assert torch.equal(same_ids, blocks) and same_attention.all()
+    assert torch.equal(untouched.get_state(), state), "share 0 draws nothing: the masks after it stay as they were"
     with pytest.raises(ValueError, match="between 0 and 1"):
         pretraining.shorten_blocks(blocks, bert_tok, 1.5, torch.Generator())
 
