@@ -94,6 +94,8 @@ def cmd_pretrain(args) -> int:
     from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
     from mlm_course.training import TrainConfig, check_output_dir, write_json_atomic
 
+    if args.stack_to and not args.init_from:
+        raise SystemExit("--stack-to grows a trained model: use it with --init-from")
     out = check_output_dir(args.out)
     tokenizer = tokenization.course_tokenizer()
     train_text = [corpus.pretraining_text("train", max_chars=args.max_chars)]
@@ -109,8 +111,6 @@ def cmd_pretrain(args) -> int:
         if args.stack_to:
             model = stack_layers(model, args.stack_to)
             args.config = f"{args.config} stacked to {args.stack_to} layers"
-    elif args.stack_to:
-        raise SystemExit("--stack-to grows a trained model: use it with --init-from")
     else:
         model = build_model(args.config, tokenizer, seed=args.seed, max_length=args.seq_len, **dropout)
     config = TrainConfig(

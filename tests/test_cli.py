@@ -119,3 +119,4 @@ def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
     assert BertForMaskedLM.from_pretrained(second).config.num_hidden_layers == 4
     with pytest.raises(SystemExit, match="use it with --init-from"):
         cli.main(["pretrain", "--stack-to", "4", "--out", str(tmp_path / "third"), "--steps", "1", "--no-progress"])
+    assert not (tmp_path / "third").exists()  # refused before anything is written
