@@ -1,4 +1,4 @@
-"""Masking ablations (notebook 07): pretrain with one masking choice changed, then measure the encoder.
+"""Masking ablations (notebook 08): pretrain with one masking choice changed, then measure the encoder.
 
 Three families, each against BERT's recipe (15 % of tokens, 80/10/10, a fresh mask every step):
 
@@ -128,7 +128,7 @@ BUDGETS: dict[str, Budget] = {
     # seconds per run on a laptop; what CI and the notebook's live cell use
     "quick": Budget("quick", steps=10, batch_size=8, corpus_chars=200_000, small_data_chars=20_000,
                     eval_sequences=32, train_examples=128, eval_examples=128, seeds=(0,)),
-    # 2.5-5 minutes per run on one CPU core (33 runs: 2.2 h measured): still on the early plateau (notebook 05)
+    # 2.5-5 minutes per run on one CPU core (33 runs: 2.2 h measured): still on the early plateau (notebook 06)
     "cpu": Budget("cpu", steps=800),
     # past the plateau: about 25 CPU-minutes per run (hours for the grid), a few minutes per run on a GPU
     "long": Budget("long", steps=8000, seq_len=128, lr=3e-3, warmup=0.1, finetune_epochs=2, train_examples=None),

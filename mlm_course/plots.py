@@ -297,7 +297,7 @@ def distinct_masks_plot(epochs, curves: dict) -> Figure:
     return fig
 
 
-# ---- 04_objective --------------------------------------------------------------------------------------------
+# ---- 05_objective --------------------------------------------------------------------------------------------
 
 
 def joint_vs_product(joint, product, first_labels, second_labels, *, title: str = "") -> Figure:
@@ -372,7 +372,7 @@ def pll_pairs_plot(good, bad, *, title: str = "") -> Figure:
     return fig
 
 
-# ---- 05_pretraining ------------------------------------------------------------------------------------------
+# ---- 06_pretraining ------------------------------------------------------------------------------------------
 
 
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, title: str = "") -> Figure:
@@ -437,7 +437,7 @@ def accuracy_by_frequency(buckets: list[dict], *, title: str = "") -> Figure:
     return fig
 
 
-# ---- 06_fine_tuning ------------------------------------------------------------------------------------------
+# ---- 07_fine_tuning ------------------------------------------------------------------------------------------
 
 
 def confusion_matrix_plot(confusion, names=("negative", "positive"), *, title: str = "") -> Figure:
@@ -510,7 +510,7 @@ def comparison_bars(rows, *, title: str = "") -> Figure:
     return fig
 
 
-# ---- 07_ablations --------------------------------------------------------------------------------------------
+# ---- 08_ablations --------------------------------------------------------------------------------------------
 
 
 ABLATION_METRICS = (

@@ -25,19 +25,19 @@ class Settings:
     gd_steps: int  # gradient-descent steps fitting a unigram model by minimising the NLL
     # 03_masking
     masking_rows: int  # sequences masked when measuring rates
-    # 04_objective
+    # 05_objective
     objective_steps: int  # training steps of each tiny model in the labels=input_ids bug experiment
-    # 05_pretraining
+    # 06_pretraining
     pretrain_steps: int
     pretrain_batch_size: int
     pretrain_seq_len: int
     eval_sequences: int
-    # 06_fine_tuning
+    # 07_fine_tuning
     finetune_steps: int
     finetune_train_examples: int | None
     finetune_eval_examples: int | None
-    # 07_ablations
-    ablation_budget: str  # the budget of mlm_course.ablations.BUDGETS that notebook 07 re-runs live
+    # 08_ablations
+    ablation_budget: str  # the budget of mlm_course.ablations.BUDGETS that notebook 08 re-runs live
 
     @classmethod
     def full(cls) -> Settings:

@@ -1,4 +1,4 @@
-"""Run the masking-ablation grid of notebook 07 and store its results as JSON.
+"""Run the masking-ablation grid of notebook 08 and store its results as JSON.
 
     python scripts/run_ablations.py --budget cpu                  # ≈ 2 CPU-minutes per run, 33 runs
     python scripts/run_ablations.py --budget long --seeds 0 1 2   # past the plateau: use a GPU

@@ -69,7 +69,7 @@ contributors. The code that made them is Apache-2.0.
 
 
 def stage(results: dict, command: str) -> dict:
-    """One training stage as the model card and notebook 05 describe it."""
+    """One training stage as the model card and notebook 06 describe it."""
     return {"command": command, "steps": results["steps"], "tokens_seen": results["tokens_seen"],
             "seconds": results["seconds"], "train_config": results["train_config"], "heldout": results["heldout"]}
 

@@ -6,7 +6,7 @@ From the same weights, continue pretraining for a few hundred steps once on full
 a share of the blocks cut short (:func:`mlm_course.pretraining.shorten_blocks`), same batches and masks otherwise.
 Each model is scored on the frozen 15 % masks of held-out text packed two ways: 128-token blocks (what the course
 reports) and 24-token blocks (``[CLS]`` 22 tokens ``[SEP]``, as short as the probe sentences), and on the probe
-sentences of notebook 05. One JSON line per model on stdout. One thread per run: about 3 minutes each on the 2-core
+sentences of notebook 06. One JSON line per model on stdout. One thread per run: about 3 minutes each on the 2-core
 course machine.
 """
 

@@ -62,28 +62,28 @@ def test_a_crashing_grader_becomes_a_hint():
 
 
 def test_unsolved_lists_what_check_has_not_accepted(capsys):
-    exercises._SOLVED.discard("07.3")
-    exercises.check("07.3", 5)  # a wrong answer is not recorded
-    assert "07.3" in exercises.unsolved("07")
-    exercises.check("07.3", exercises.solution("07.3"))
-    assert "07.3" not in exercises.unsolved("07") and "07.3" not in exercises.unsolved()
-    assert set(exercises.unsolved("07")) <= {ex.id for ex in exercises.all_exercises("07")}
+    exercises._SOLVED.discard("08.3")
+    exercises.check("08.3", 5)  # a wrong answer is not recorded
+    assert "08.3" in exercises.unsolved("08")
+    exercises.check("08.3", exercises.solution("08.3"))
+    assert "08.3" not in exercises.unsolved("08") and "08.3" not in exercises.unsolved()
+    assert set(exercises.unsolved("08")) <= {ex.id for ex in exercises.all_exercises("08")}
 
 
 def test_solution_source_is_the_reference_code():
-    source = exercises.solution_source("07.4")
+    source = exercises.solution_source("08.4")
     assert source.startswith("def _solution_74") and "def welch_t(a, b):" in source
 
 
 def test_welch_reference_equals_scipy():
     from scipy import stats
 
-    welch_t = exercises.solution("07.4")
+    welch_t = exercises.solution("08.4")
     for a, b in [([0.71, 0.74, 0.72], [0.69, 0.70, 0.66]), ([1.0, 2.0, 4.0, 8.0], [3.0, 3.5, 2.0])]:
         assert welch_t(a, b) == pytest.approx(stats.ttest_ind(a, b, equal_var=False).statistic, rel=1e-12)
 
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[1-7]_*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("0[1-8]_*.ipynb"))
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
@@ -101,7 +101,7 @@ def test_every_chapter_notebook_ends_with_its_exercises(notebook):
 
 
 def test_solutions_notebook_checks_every_exercise():
-    solutions = json.loads((NOTEBOOKS[0].parent / "08_solutions.ipynb").read_text())
+    solutions = json.loads((NOTEBOOKS[0].parent / "09_solutions.ipynb").read_text())
     source = "\n".join("".join(cell["source"]) for cell in solutions["cells"])
     checked = set(re.findall(r'check\("(\d\d\.\d)"', source))
     assert checked == {ex.id for ex in exercises.all_exercises()}

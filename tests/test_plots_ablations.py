@@ -1,4 +1,4 @@
-"""plots for 07_ablations: one panel per metric, means with std error bars, the seeds as crosses."""
+"""plots for 08_ablations: one panel per metric, means with std error bars, the seeds as crosses."""
 
 import matplotlib.pyplot as plt
 import numpy as np

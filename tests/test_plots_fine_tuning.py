@@ -1,4 +1,4 @@
-"""plots for 06_fine_tuning: each returns a Figure with the right axes, labels and plotted data."""
+"""plots for 07_fine_tuning: each returns a Figure with the right axes, labels and plotted data."""
 
 import matplotlib.pyplot as plt
 import numpy as np

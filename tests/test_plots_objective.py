@@ -1,4 +1,4 @@
-"""plots for 04_objective: axes, labels and the plotted data."""
+"""plots for 05_objective: axes, labels and the plotted data."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""plots for 05_pretraining: each returns a Figure with the right axes, labels and plotted data."""
+"""plots for 06_pretraining: each returns a Figure with the right axes, labels and plotted data."""
 
 import matplotlib.pyplot as plt
 import numpy as np

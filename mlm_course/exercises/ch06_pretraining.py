@@ -1,4 +1,4 @@
-"""Exercises of notebook 05_pretraining: parameter counts, tokens seen, the schedule, the baseline, sparse logits."""
+"""Exercises of notebook 06_pretraining: parameter counts, tokens seen, the schedule, the baseline, sparse logits."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _close(answer, expected: float, rel: float = 1e-6) -> bool:
     return math.isclose(float(answer), expected, rel_tol=rel)
 
 
-# ---- 05.1: the word-embedding table -----------------------------------------------------------------------------
+# ---- 06.1: the word-embedding table -----------------------------------------------------------------------------
 _EMBED = COURSE_VOCAB * TINY_HIDDEN
 
 
@@ -34,14 +34,14 @@ def _grade_51(answer) -> str | None:
 
 
 register(Exercise(
-    id="05.1",
+    id="06.1",
     prompt="How many parameters does the word-embedding table of build_model('tiny', course tokenizer) have?",
     grade=_grade_51,
     solution=lambda: _EMBED,
     wrong_answers=(2 * _EMBED, 30522 * TINY_HIDDEN, _EMBED + 512 * TINY_HIDDEN + 2 * TINY_HIDDEN),
 ))
 
-# ---- 05.2: tokens seen -------------------------------------------------------------------------------------------
+# ---- 06.2: tokens seen -------------------------------------------------------------------------------------------
 _TOKENS = 14_000 * 32 * 128
 
 
@@ -57,14 +57,14 @@ def _grade_52(answer) -> str | None:
 
 
 register(Exercise(
-    id="05.2",
+    id="06.2",
     prompt="14,000 steps, batch 32, seq_len 128: how many tokens does the run see?",
     grade=_grade_52,
     solution=lambda: _TOKENS,
     wrong_answers=(14_000 * 32, round(_TOKENS * 0.15), 14_000 * 128),
 ))
 
-# ---- 05.3: the learning-rate schedule ---------------------------------------------------------------------------
+# ---- 06.3: the learning-rate schedule ---------------------------------------------------------------------------
 _LR = 3e-3 * linear_schedule(700, 14_000)(7_350)
 
 
@@ -79,14 +79,14 @@ def _grade_53(answer) -> str | None:
 
 
 register(Exercise(
-    id="05.3",
+    id="06.3",
     prompt="lr 3e-3, 700 warm-up steps, 14,000 steps, linear decay to 0: the learning rate at step 7,350?",
     grade=_grade_53,
     solution=lambda: _LR,
     wrong_answers=(3e-3, 3e-3 * (1 - 7_350 / 14_000), 1e-3),
 ))
 
-# ---- 05.4: the baseline is an entropy ---------------------------------------------------------------------------
+# ---- 06.4: the baseline is an entropy ---------------------------------------------------------------------------
 _PROBS = (0.5, 0.25, 0.25)
 _ENTROPY = -sum(p * math.log(p) for p in _PROBS)
 
@@ -102,14 +102,14 @@ def _grade_54(answer) -> str | None:
 
 
 register(Exercise(
-    id="05.4",
+    id="06.4",
     prompt="Loss (nats) of a unigram predictor that knows the probabilities [0.5, 0.25, 0.25] exactly?",
     grade=_grade_54,
     solution=lambda: _ENTROPY,
     wrong_answers=(1.5, math.log(3), 0.5),
 ))
 
-# ---- 05.5: what sparse logits save ------------------------------------------------------------------------------
+# ---- 06.5: what sparse logits save ------------------------------------------------------------------------------
 _POSITIONS = 32 * 128
 _SAVED = (_POSITIONS - round(_POSITIONS * 0.15)) * COURSE_VOCAB
 
@@ -126,7 +126,7 @@ def _grade_55(answer) -> str | None:
 
 
 register(Exercise(
-    id="05.5",
+    id="06.5",
     prompt="Batch 32 × 128, 15 % masked, vocabulary 8,192: how many fewer logits does a sparse step compute?",
     grade=_grade_55,
     solution=lambda: _SAVED,

@@ -1,4 +1,4 @@
-"""Exercises of notebook 06_fine_tuning: padding cost, accuracy and F1 from a confusion matrix, the classification
+"""Exercises of notebook 07_fine_tuning: padding cost, accuracy and F1 from a confusion matrix, the classification
 head by hand, and length-bucketed batches."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 
 from mlm_course.exercises import Exercise, register
 
-# ---- 06.1: what dynamic padding saves ---------------------------------------------------------------------------
+# ---- 07.1: what dynamic padding saves ---------------------------------------------------------------------------
 _LENGTHS_61 = (12, 30, 7, 18)  # one batch, [CLS] and [SEP] included
 
 
@@ -27,7 +27,7 @@ def _grade_61(answer) -> str | None:
 
 
 register(Exercise(
-    id="06.1",
+    id="07.1",
     prompt=(f"A batch holds sentences of {list(_LENGTHS_61)} tokens. How many [PAD] tokens does dynamic padding "
             "(to the longest sentence of the batch) add?"),
     grade=_grade_61,
@@ -35,7 +35,7 @@ register(Exercise(
     wrong_answers=(445, 120, 23),
 ))
 
-# ---- 06.2: accuracy and F1 from a confusion matrix -------------------------------------------------------------
+# ---- 07.2: accuracy and F1 from a confusion matrix -------------------------------------------------------------
 _CONFUSION_62 = [[40, 10], [5, 45]]  # rows: true negative / positive; columns: predicted negative / positive
 _ACC_62, _F1_62 = 85 / 100, 2 * 45 / (2 * 45 + 10 + 5)
 
@@ -56,7 +56,7 @@ def _grade_62(answer) -> str | None:
 
 
 register(Exercise(
-    id="06.2",
+    id="07.2",
     prompt=(f"Confusion matrix {_CONFUSION_62} (rows = true negative/positive, columns = predicted). Give "
             "(accuracy, F1 of the positive class)."),
     grade=_grade_62,
@@ -64,7 +64,7 @@ register(Exercise(
     wrong_answers=((0.85, 80 / 95), (0.85, 45 / 55), (0.85, (45 / 55 + 45 / 50) / 2), (0.45, _F1_62)),
 ))
 
-# ---- 06.3: the head by hand ---------------------------------------------------------------------------------------
+# ---- 07.3: the head by hand ---------------------------------------------------------------------------------------
 
 
 def _tiny_classifier():
@@ -110,7 +110,7 @@ def _solution_63():
 
 
 register(Exercise(
-    id="06.3",
+    id="07.3",
     prompt=("Write head(hidden_states, model) -> logits: BertForSequenceClassification's head from the encoder's "
             "last hidden states (batch, seq, hidden), in eval mode."),
     grade=_grade_63,
@@ -122,7 +122,7 @@ register(Exercise(
     ),
 ))
 
-# ---- 06.4: length buckets -----------------------------------------------------------------------------------------
+# ---- 07.4: length buckets -----------------------------------------------------------------------------------------
 _LENGTHS_64 = torch.randint(3, 80, (1000,), generator=torch.Generator().manual_seed(64))
 
 
@@ -184,7 +184,7 @@ def _drop_last(lengths, batch_size, generator):
 
 
 register(Exercise(
-    id="06.4",
+    id="07.4",
     prompt=("Write bucket_batches(lengths, batch_size, generator) -> list of index lists: every example once, "
             "batches of similar lengths (little padding), a different order for a different seed, no Python loop "
             "over examples."),

@@ -1,4 +1,4 @@
-"""Exercises of notebook 07_ablations: what a mix means per token, predictions per step, static masks, seeds."""
+"""Exercises of notebook 08_ablations: what a mix means per token, predictions per step, static masks, seeds."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def _close(answer, expected: float, rel: float = 1e-6) -> bool:
     return math.isclose(float(answer), expected, rel_tol=rel, abs_tol=1e-12)
 
 
-# ---- 07.1: how often the model sees each kind of input ------------------------------------------------------------
+# ---- 08.1: how often the model sees each kind of input ------------------------------------------------------------
 _SHARES = (0.15 * 0.8, 0.15 * 0.1, 0.15 * 0.1)  # [MASK], random, unchanged-but-predicted, of all maskable tokens
 
 
@@ -31,7 +31,7 @@ def _grade_71(answer) -> str | None:
 
 
 register(Exercise(
-    id="07.1",
+    id="08.1",
     prompt="At rate 15 % and MASK/SAME/RND = 80/10/10, what share of all maskable tokens does the model see as "
            "(a) [MASK], (b) a random token, (c) unchanged but predicted? Give a tuple of three numbers.",
     grade=_grade_71,
@@ -39,7 +39,7 @@ register(Exercise(
     wrong_answers=((0.8, 0.1, 0.1), (0.8 / 0.15, 0.1, 0.1), (0.12, 0.015, 0.865)),
 ))
 
-# ---- 07.2: more masking, more predictions ------------------------------------------------------------------------
+# ---- 08.2: more masking, more predictions ------------------------------------------------------------------------
 _ROWS, _MASKABLE = 32, 62  # batch 32 × 64 tokens, [CLS] and [SEP] never predicted
 _EXTRA = round(_ROWS * _MASKABLE * (0.40 - 0.15))
 
@@ -58,7 +58,7 @@ def _grade_72(answer) -> str | None:
 
 
 register(Exercise(
-    id="07.2",
+    id="08.2",
     prompt="Batch 32 × 64 tokens ([CLS] … [SEP]). How many more tokens per step (in expectation) does a 40 % "
            "masking rate predict than 15 %?",
     grade=_grade_72,
@@ -66,7 +66,7 @@ register(Exercise(
     wrong_answers=(32 * 64 * 0.25, _ROWS * _MASKABLE * 0.40, 0.40 / 0.15),
 ))
 
-# ---- 07.3: how often a static mask comes back ------------------------------------------------------------------
+# ---- 08.3: how often a static mask comes back ------------------------------------------------------------------
 _EPOCHS, _COPIES = 30, 5
 _REPEATS = _EPOCHS // _COPIES
 
@@ -85,7 +85,7 @@ def _grade_73(answer) -> str | None:
 
 
 register(Exercise(
-    id="07.3",
+    id="08.3",
     prompt="Static masking with 5 masked copies of the corpus (BERT's dupe_factor), 30 epochs of training: how many "
            "times does the model see each sequence with the same mask?",
     grade=_grade_73,
@@ -94,7 +94,7 @@ register(Exercise(
 ))
 
 
-# ---- 07.4: is a difference between two variants more than seed noise? ---------------------------------------------
+# ---- 08.4: is a difference between two variants more than seed noise? ---------------------------------------------
 def _welch(a, b) -> float:
     va, vb = statistics.variance(a), statistics.variance(b)
     return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va / len(a) + vb / len(b))
@@ -152,7 +152,7 @@ def _no_sizes_t(a, b):
 
 
 register(Exercise(
-    id="07.4",
+    id="08.4",
     prompt="Write welch_t(a, b) -> float: Welch's t statistic for the difference of the means of two lists of "
            "per-seed results (sample variances, each divided by its own group size), without scipy.",
     grade=_grade_74,

@@ -1,4 +1,4 @@
-"""Exercises of notebook 04_objective: reductions, the gradient of the mean, the independence approximation, the
+"""Exercises of notebook 05_objective: reductions, the gradient of the mean, the independence approximation, the
 loss from logits, and pseudo-log-likelihood."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from mlm_course.exercises import Exercise, register
 
-# ---- 04.1: which average? ---------------------------------------------------------------------------------------
+# ---- 05.1: which average? ---------------------------------------------------------------------------------------
 # a batch of 2 sequences of 8 tokens; log p(true token) at the masked positions: row 0 → −1, −2, −3; row 1 → −6
 _ANSWER_41 = 3.0
 
@@ -33,7 +33,7 @@ def _grade_41(answer) -> str | None:
 
 
 register(Exercise(
-    id="04.1",
+    id="05.1",
     prompt=("A batch of 2 sequences × 8 tokens. log p(true token) at the masked positions: row 0 → −1, −2, −3; "
             "row 1 → −6 (all other labels are −100). What loss does BertForMaskedLM(..., labels=...) report?"),
     grade=_grade_41,
@@ -41,7 +41,7 @@ register(Exercise(
     wrong_answers=(-3.0, 4.0, 12.0, 0.75),
 ))
 
-# ---- 04.2: the gradient of the mean -----------------------------------------------------------------------------
+# ---- 05.2: the gradient of the mean -----------------------------------------------------------------------------
 _ANSWER_42 = (0.3 - 1) / 20
 
 
@@ -59,7 +59,7 @@ def _grade_42(answer) -> str | None:
 
 
 register(Exercise(
-    id="04.2",
+    id="05.2",
     prompt=("A batch has N = 20 masked positions; the loss is their mean. At one of them the model gives the true "
             "token probability 0.3. What is ∂loss/∂(that position's logit of the true token)?"),
     grade=_grade_42,
@@ -67,7 +67,7 @@ register(Exercise(
     wrong_answers=(-0.7, 0.035, 0.015, -0.015),
 ))
 
-# ---- 04.3: the independence approximation -----------------------------------------------------------------------
+# ---- 05.3: the independence approximation -----------------------------------------------------------------------
 # "[MASK] [MASK] is a big city": new york 0.5, los angeles 0.3, san francisco 0.2 (nothing else)
 _ANSWER_43 = 0.5 * 0.3
 
@@ -87,7 +87,7 @@ def _grade_43(answer) -> str | None:
 
 
 register(Exercise(
-    id="04.3",
+    id="05.3",
     prompt=("In '[MASK] [MASK] is a big city' the truth is new york (0.5), los angeles (0.3) or san francisco (0.2). "
             "A model that predicts both [MASK]s perfectly but separately: what probability does it give 'new angeles'?"),
     grade=_grade_43,
@@ -95,7 +95,7 @@ register(Exercise(
     wrong_answers=(0.0, 0.5, 0.8),
 ))
 
-# ---- 04.4: the loss from logits ---------------------------------------------------------------------------------
+# ---- 05.4: the loss from logits ---------------------------------------------------------------------------------
 
 
 def _cases_44():
@@ -162,7 +162,7 @@ def _per_sequence(logits, labels):
 
 
 register(Exercise(
-    id="04.4",
+    id="05.4",
     prompt=("Write masked_lm_loss(logits, labels) -> 0-d tensor from logits (batch, length, vocab) and labels "
             "(batch, length; −100 = not predicted), equal to BertForMaskedLM's loss, without F.cross_entropy."),
     grade=_grade_44,
@@ -170,7 +170,7 @@ register(Exercise(
     wrong_answers=(_all_positions, _over_all_slots, _raw_logits, _per_sequence),
 ))
 
-# ---- 04.5: pseudo-log-likelihood ------------------------------------------------------------------------------------
+# ---- 05.5: pseudo-log-likelihood ------------------------------------------------------------------------------------
 _MASK_ID_45 = 4
 _IDS_45 = torch.tensor([2, 11, 25, 17, 30, 9, 3])  # [CLS] … [SEP]
 
@@ -254,7 +254,7 @@ def _probabilities(model, ids, mask_id):
 
 
 register(Exercise(
-    id="04.5",
+    id="05.5",
     prompt=("Write pll(model, ids, mask_id) -> float: the pseudo-log-likelihood of one encoded sentence "
             "ids = [CLS] x_1 … x_n [SEP] (a 1-D tensor), Σ_i log p(x_i | the sentence with only x_i masked)."),
     grade=_grade_45,
