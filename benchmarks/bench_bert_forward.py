@@ -1,0 +1,108 @@
+"""Forward-pass speed on the CPU: mlm_course.bert.BertMLM vs transformers' BertForMaskedLM on the same weights.
+
+    .venv/bin/python benchmarks/bench_bert_forward.py           # full: writes benchmarks/results/bert_forward.json
+    .venv/bin/python benchmarks/bench_bert_forward.py --quick   # smoke (course checkpoint only); writes only with --out
+
+For each model size, in the same run and on the same padded batch (a quarter of the rows padded to half length):
+ours, transformers with its default attention (SDPA) and transformers with eager attention (the same arithmetic as
+ours), fp32, eval mode, no gradients, one torch thread. Times are medians of the repeats, the candidates timed in
+turn each round so a busy machine slows all alike; ``ratio_ours_over_*`` > 1 means ours is slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import transformers
+from transformers import BertConfig, BertForMaskedLM
+
+from mlm_course import device, models
+from mlm_course.bert import BertMLM
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bert_forward.json"
+
+
+def round_robin_medians(candidates: dict, repeats: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for fn in candidates.values():
+        fn()  # warm-up
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def reference_model(size: str) -> BertForMaskedLM:
+    if size == "course":
+        return models.load_mlm("course")[0]
+    overrides = {"vocab_size": 30522, "max_position_embeddings": 512} if size == "base" else {"vocab_size": 8192}
+    torch.manual_seed(0)
+    return BertForMaskedLM(BertConfig(**models.CONFIGS[size], **overrides)).eval()
+
+
+def bench_size(size: str, batch: int, length: int, repeats: int) -> dict:
+    reference = reference_model(size)
+    ours = BertMLM.from_transformers(reference).eval()
+    config = copy.deepcopy(reference.config)
+    config._attn_implementation = "eager"
+    eager = BertForMaskedLM(config)
+    eager.load_state_dict(reference.state_dict())
+    eager.eval()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, reference.config.vocab_size, (batch, length), generator=g)
+    mask = torch.ones_like(ids)
+    mask[: batch // 4, length // 2:] = 0
+    with torch.no_grad():
+        difference = float((ours(ids, mask) - eager(input_ids=ids, attention_mask=mask).logits).abs().max())
+
+        def run(model, hf=True):
+            return lambda: model(input_ids=ids, attention_mask=mask) if hf else model(ids, mask)
+
+        seconds = round_robin_medians({"ours": run(ours, hf=False), "transformers_sdpa": run(reference),
+                                       "transformers_eager": run(eager)}, repeats)
+    return {
+        "batch": [batch, length], "parameters": sum(p.numel() for p in ours.parameters()),
+        "seconds": seconds,
+        "tokens_per_second": {name: batch * length / s for name, s in seconds.items()},
+        "ratio_ours_over_sdpa": seconds["ours"] / seconds["transformers_sdpa"],
+        "ratio_ours_over_eager": seconds["ours"] / seconds["transformers_eager"],
+        "max_abs_logit_difference_vs_eager": difference,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="course checkpoint only, 2 repeats")
+    parser.add_argument("--out", type=Path, default=None, help=f"where to write the JSON (full mode: {RESULTS})")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    plan = [("course", 32, 128, 2)] if args.quick else [("course", 32, 128, 7), ("small", 32, 128, 5),
+                                                         ("base", 8, 128, 3)]
+    results = {
+        "task": "forward pass, fp32, no gradients, eval mode; same weights and padded batch for every candidate",
+        "sizes": {size: bench_size(size, batch, length, repeats) for size, batch, length, repeats in plan},
+        "machine": {**device.machine("cpu"), "load_average_1min": os.getloadavg()[0]},
+        "transformers": transformers.__version__,
+    }
+    out = args.out or (None if args.quick else RESULTS)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+    for size, r in results["sizes"].items():
+        print(f"{size:>6}: ours {r['seconds']['ours'] * 1e3:7.1f} ms, transformers SDPA "
+              f"{r['seconds']['transformers_sdpa'] * 1e3:7.1f} ms, eager {r['seconds']['transformers_eager'] * 1e3:7.1f}"
+              f" ms → ours / SDPA = {r['ratio_ours_over_sdpa']:.2f}, ours / eager = {r['ratio_ours_over_eager']:.2f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
