@@ -20,12 +20,33 @@ def test_mask_grid_colours_cells_by_code_and_writes_tokens():
     assert texts == ["[CLS]", "the", "fox", "[SEP]", "[CLS]", "[MASK]\n(the)", "cat\n(fox)", "[SEP]"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["select", "replace"]
     assert ax.get_title() == "t" and ax.get_xlabel() == "position"
+    # the legend names only the codes that appear (no 'unchanged' cell here), in the table's order
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == [name for _, name in plots.MASK_GRID_COLORS.values()]
+    assert legend == [plots.MASK_GRID_COLORS[c][1] for c in (-1, 0, 1, 2, 4)]
     # the colour of each code is the one the legend announces
     cmap, norm = ax.images[0].get_cmap(), ax.images[0].norm
     for code, (colour, _) in plots.MASK_GRID_COLORS.items():
         assert np.allclose(cmap(norm(code))[:3], tuple(int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+    assert plots.figure_rule_violations(fig) == []
+
+
+def test_mask_grid_wraps_long_sequences_into_panels_within_the_column():
+    n = 30
+    shown = [[f"w{i}" for i in range(n)]] * 2
+    codes = [[-1] + [0] * (n - 2) + [-1], [-1] + [1, 0] * ((n - 2) // 2) + [-1]]
+    fig = plots.mask_grid(shown, codes, row_labels=["a long row label (MASK/SAME/RND)", "b"])
+    assert fig.get_size_inches()[0] <= 10 and plots.figure_rule_violations(fig) == []
+    assert len(fig.axes) >= 3
+    widths = [ax.images[0].get_array().shape[1] for ax in fig.axes]
+    assert sum(widths) == n and max(widths) - min(widths) <= 1  # balanced panels, every position once
+    first_ticks = [int(ax.get_xticklabels()[0].get_text()) for ax in fig.axes]
+    assert first_ticks == [sum(widths[:k]) for k in range(len(widths))]  # ticks keep the true positions
+    assert fig.axes[1].texts[0].get_text() == f"w{widths[0]}"
+    # a smaller max_columns gives more panels; a 12-token sentence fits in one
+    assert len(plots.mask_grid(shown, codes, max_columns=5).axes) == 6
+    assert len(plots.mask_grid([["t"] * 12], [[0] * 12], row_labels=["seed 10"]).axes) == 1
+    with pytest.raises(ValueError, match="max_columns"):
+        plots.mask_grid(shown, codes, max_columns=0)
 
 
 def test_mask_grid_from_a_masked_batch():
@@ -78,3 +99,11 @@ def test_distinct_masks_plot():
     assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == "distinct masks seen so far"
     with pytest.raises(ValueError, match="one value per epoch"):
         plots.distinct_masks_plot([1, 2], {"static": [1]})
+
+
+def test_masking_figures_obey_the_figure_rules():
+    rates = {"selected": {"rate": 0.151, "low": 0.149, "high": 0.153}}
+    for fig in (plots.masks_per_sequence_hist({"bernoulli": [0, 1, 1, 3], "fixed": [2, 2, 2, 2]}),
+                plots.rates_vs_targets(rates, {"selected": 0.15}),
+                plots.distinct_masks_plot([1, 2, 3], {"static": [1, 2, 2], "dynamic": [1, 2, 3]})):
+        assert plots.figure_rule_violations(fig) == []

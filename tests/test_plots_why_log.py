@@ -42,7 +42,8 @@ def test_underflow_curves_constant_p():
     (ax,) = fig.axes
     assert ax.get_title() == "p = 0.05"
     assert "log10" in ax.get_ylabel() and "length" in ax.get_xlabel()
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_xscale() == "log"  # n = 6, 32, 35 and 249 on one axis without squeezing the first three
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[1:] == [
         "float16: 0.0 at n = 6",
         "bfloat16: 0.0 at n = 32",
@@ -55,16 +56,25 @@ def test_underflow_curves_constant_p():
     f32 = next(line for line in ax.get_lines() if line.get_label().startswith("float32"))
     expected = np.log10(logprob.running_product(probs[:34], torch.float32).double().numpy())
     np.testing.assert_allclose(f32.get_ydata(), expected)
-    # one × per dtype at the exact value where the product became 0
+    # one × per dtype at the exact value where the product became 0, in that dtype's colour
     crosses = [line for line in ax.get_lines() if line.get_marker() == "x"]
     assert [int(c.get_xdata()[0]) for c in crosses] == [6, 32, 35, 249]
     assert crosses[3].get_ydata()[0] == pytest.approx(249 * math.log10(0.05))
+    assert [c.get_color() for c in crosses] == list(plots.DTYPE_COLORS.values())
+    # each break point also has a vertical line and a written label of its own
+    verticals = [line for line in ax.get_lines() if list(line.get_xdata()) == [line.get_xdata()[0]] * 2
+                 and line.get_xdata()[0] > 1]
+    assert sorted(int(v.get_xdata()[0]) for v in verticals) == [6, 32, 35, 249]
+    assert [t.get_text() for t in ax.texts] == ["float16: n = 6", "bfloat16: n = 32", "float32: n = 35",
+                                                "float64: n = 249"]
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_underflow_curves_never_zero():
     fig = plots.underflow_curves([0.9] * 20, dtypes=[torch.float64])
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[1] == "float64: never 0.0 here"
+    assert len(fig.axes[0].texts) == 0  # no break point, nothing to label
 
 
 def test_gd_vs_counts():
@@ -103,6 +113,30 @@ def test_linear_vs_log_distance():
     lin, log = fig.axes
     np.testing.assert_allclose(lin.get_lines()[0].get_xdata(), [0.1, 0.01])
     np.testing.assert_allclose(log.get_lines()[0].get_xdata(), [math.log(0.1), math.log(0.01)])
-    assert "2.30 nats" in lin.get_title()
+    assert lin.get_title() == "gaps between neighbours: linear 0.09;  ln 2.30 nats"
+    # the title is computed: equal ratios give equal log gaps, while the linear gaps shrink tenfold
+    title = plots.linear_vs_log_distance((1.0, 0.1, 0.01, 0.001)).axes[0].get_title()
+    assert title == "gaps between neighbours: linear 0.9, 0.09, 0.009;  ln 2.30, 2.30, 2.30 nats"
+    assert "0.5, 0.25;  ln 0.69, 0.69" in plots.linear_vs_log_distance((1.0, 0.5, 0.25)).axes[0].get_title()
     with pytest.raises(ValueError, match=r"\(0, 1\]"):
         plots.linear_vs_log_distance((0.0, 0.1))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: plots.token_log_prob_bars(["the", "cat"], [0.5, 0.01]),
+    lambda: plots.underflow_curves([0.01] * 200),
+    lambda: plots.gd_vs_counts([1.5, 1.1], 1.0, [0.5, 0.5], [0.49, 0.51]),
+    lambda: plots.loss_gradients(num=20),
+    lambda: plots.linear_vs_log_distance(),
+], ids=["token_log_prob_bars", "underflow_curves", "gd_vs_counts", "loss_gradients", "linear_vs_log_distance"])
+def test_why_log_figures_obey_the_figure_rules(make):
+    assert plots.figure_rule_violations(make()) == []
+
+
+def test_figure_rule_violations_finds_each_kind_of_problem():
+    fig, ax = plt.subplots(figsize=(12, 3))
+    _ = ax.plot([0, 1], [0, 1], color="tab:blue")
+    _ = ax.text(0.5, 0.5, "tiny", fontsize=7)
+    problems = plots.figure_rule_violations(fig)
+    assert len(problems) == 3
+    assert "12.00 in wide" in problems[0] and "'tiny' is 7 pt" in problems[1] and "#1f77b4" in problems[2]

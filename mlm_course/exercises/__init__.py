@@ -100,8 +100,36 @@ def solution(exercise_id: str) -> Any:
 
 
 def solution_source(exercise_id: str) -> str:
-    """The code of the reference solution of a "write a function" exercise, to read."""
-    return textwrap.dedent(inspect.getsource(get(exercise_id).solution))
+    """The code of the reference solution of a "write a function" exercise, to read.
+
+    A solution declared as ``lambda: some_function`` shows ``some_function``'s code, not the lambda's line.
+    """
+    reference = get(exercise_id).solution
+    if reference.__name__ == "<lambda>":
+        reference = reference()
+    if not callable(reference):
+        raise ValueError(f"exercise {exercise_id} does not ask for a function: print solution({exercise_id!r}).")
+    return textwrap.dedent(inspect.getsource(reference))
+
+
+def multiple_choice(exercise_id: str, question: str, options: dict[str, str], correct: str,
+                    hints: dict[str, str]) -> Exercise:
+    """Register an "explain why" question: the learner passes the letter of the best explanation, and each wrong
+    letter gets its hint, which names the misconception behind it."""
+    if correct not in options or set(hints) != set(options) - {correct}:
+        raise ValueError(f"{exercise_id}: give one hint for every option except the correct one ({correct!r}).")
+    letters = ", ".join(options)
+    prompt = "\n".join([question, *(f"  ({letter}) {text}" for letter, text in options.items()),
+                         f"Answer with one letter: {letters}."])
+
+    def grade(answer: Any) -> str | None:
+        letter = str(answer).strip().strip("()").lower()
+        if letter not in options:
+            return f"answer with one of the letters {letters} (a string such as 'a'), not {answer!r}."
+        return None if letter == correct else hints[letter]
+
+    wrong = (*(letter for letter in options if letter != correct), "z")
+    return register(Exercise(exercise_id, prompt, grade, lambda: correct, wrong))
 
 
 def unsolved(chapter: str | None = None) -> list[str]:
@@ -110,4 +138,4 @@ def unsolved(chapter: str | None = None) -> list[str]:
 
 
 __all__ = ["Exercise", "register", "get", "all_exercises", "grade", "check", "solution", "solution_source",
-           "unsolved"]
+           "unsolved", "multiple_choice"]

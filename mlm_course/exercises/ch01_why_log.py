@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mlm_course.exercises import Exercise, register
+from mlm_course.exercises import Exercise, multiple_choice, register
 
 # ---- 01.1: the log-probability of a sentence ---------------------------------------------------------------------
 _PROBS = (0.2, 0.05, 0.5, 0.1)  # a model's probabilities for the 4 tokens of a sentence
@@ -72,35 +72,43 @@ register(Exercise(
     wrong_answers=(math.exp(-_LOGP_11), _NLL_MEAN, _NLL_MEAN / math.log(2), 2**_NLL_MEAN, 1 / 0.2125, 1.0),
 ))
 
-# ---- 01.3: where 0.5 ** n underflows in float16 ------------------------------------------------------------------
-_N_13 = 25  # 0.5**24 = 2**-24 is float16's smallest subnormal; 2**-25 is a tie that rounds to even, i.e. to 0
+# ---- 01.3: where 0.25 ** n underflows in bfloat16 -------------------------------------------------------------
+# The notebook prints the answer for 0.5 (n = 134: 2**-134 is half of bfloat16's smallest subnormal 2**-133, a tie
+# that rounds to even, i.e. to 0). 0.25 = 0.5**2, so 0.25**n = 2**(-2n): 2**-132 at n = 66 is still > 0, and
+# 2**-134 at n = 67 is that same tie.
+_N_13 = 67
 
 
 def _grade_13(answer) -> str | None:
     if isinstance(answer, float) and not answer.is_integer():
-        return "a sequence length is a whole number."
+        return ("a sequence length is a whole number: 0.25**n = 2**(-2n) jumps two halvings per factor, so ask "
+                "which whole n first lands at or below half of 2**-133.")
     n = int(answer)
     if n == _N_13:
         return None
-    if n == 24:
-        return ("0.5**24 = 2**-24 is float16's smallest subnormal, still > 0. What does 2**-25, exactly half of it, "
-                "round to under round-half-to-even?")
-    if n in (14, 15):
-        return "2**-14 is float16's smallest *normal* number; subnormals go further down, to 2**-24."
-    if n in (149, 150, 1074, 1075, 133, 134):
-        return "that is the answer for another dtype; the question is about float16 (smallest subnormal 2**-24)."
-    if n in (5, 6):
-        return "that is the length for p = 0.05; here p = 0.5."
-    return "multiply 0.5 repeatedly in torch.float16 (or reason with float16's smallest subnormal, 2**-24)."
+    if n == 134:
+        return "134 is the length for p = 0.5; each factor 0.25 = 0.5**2 halves the product twice."
+    if n == 66:
+        return ("0.25**66 = 2**-132 is still above bfloat16's smallest subnormal 2**-133, so it is not 0 yet; "
+                "one more factor gives 2**-134.")
+    if n == 68:
+        return ("2**-134 (n = 67) is exactly half of the smallest subnormal 2**-133: a tie, and round-half-to-even "
+                "sends it to the even neighbour, 0 — not up to 2**-133.")
+    if n in (63, 64):
+        return "2**-126 is bfloat16's smallest *normal* number; subnormals go further down, to 2**-133."
+    if n in (75, 13, 538):
+        return ("that is the answer for another dtype (float32: 2**-149, float16: 2**-24, float64: 2**-1074); "
+                "bfloat16 keeps float32's exponent range but only 7 fraction bits, so its subnormals stop at 2**-133.")
+    return "write 0.25**n as a power of two and compare it with bfloat16's smallest subnormal, 2**-133."
 
 
 register(Exercise(
     id="01.3",
-    prompt="At which sequence length n does the running product 0.5 · 0.5 · … (n factors), computed in float16, "
-    "first become exactly 0.0?",
+    prompt="At which sequence length n does the running product 0.25 · 0.25 · … (n factors), computed in bfloat16, "
+    "first become exactly 0.0? Reason it out from the p = 0.5 row of the table, then verify.",
     grade=_grade_13,
     solution=lambda: _N_13,
-    wrong_answers=(24, 15, 150, 1075, 6, 24.5, 30),
+    wrong_answers=(134, 66, 68, 64, 75, 13, 66.5, 100),
 ))
 
 # ---- 01.4: a stable log-softmax ---------------------------------------------------------------------------------
@@ -207,3 +215,28 @@ register(Exercise(
         torch.zeros(2, 3),
     ),
 ))
+
+# ---- 01.6: explain why the log loss learns from confident mistakes -------------------------------------------
+multiple_choice(
+    "01.6",
+    "The model gives the true token p = 0.001. Why does training on the log loss −ln p correct this mistake much "
+    "faster than training on the linear loss 1 − p?",
+    {
+        "a": "Because −ln 0.001 ≈ 6.9 is a larger loss than 1 − 0.001 ≈ 1, and a larger loss means a larger update.",
+        "b": "Because through the softmax the gradient on the true token's logit is p − 1 ≈ −1 for the log loss but "
+             "−p(1 − p) ≈ −0.001 for the linear loss: the linear loss stops pushing exactly when the model is "
+             "confidently wrong.",
+        "c": "Because the gradient of −ln p with respect to p, −1/p = −1000, is what the optimiser applies to the "
+             "weights.",
+        "d": "Because the logarithm keeps the probability from underflowing to 0.0.",
+    },
+    "b",
+    {
+        "a": "the size of the loss does not move the weights, its gradient does: adding 100 to a loss changes its "
+             "value and not one update. Compare the gradients with respect to the logit (section 6).",
+        "c": "the model's parameters produce logits, not p: the chain rule multiplies −1/p by ∂p/∂z = p(1 − p), "
+             "and the 1/p cancels. Look at the third panel of the gradient figure.",
+        "d": "underflow is about multiplying *many* probabilities (section 2); one probability of 0.001 is far from "
+             "any floating-point limit. The question is about how hard each loss pushes the logit.",
+    },
+)

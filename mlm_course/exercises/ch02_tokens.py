@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from mlm_course.exercises import Exercise, register
+from mlm_course.exercises import Exercise, multiple_choice, register
 
 # ---- 02.1: the ids of a sentence --------------------------------------------------------------------------------
 # bert-base-uncased: [CLS] the cat sat . [SEP] (ids are line numbers of vocab.txt, counted from 0)
@@ -218,3 +218,27 @@ register(Exercise(
     solution=lambda: _groups_solution,
     wrong_answers=(_groups_with_specials, _one_group_per_token, [[1], [2, 3, 4]]),
 ))
+
+# ---- 02.5: explain why whole-word masking exists -----------------------------------------------------------------
+multiple_choice(
+    "02.5",
+    "Token-level masking turns 'Ferrars' (fe ##rra ##rs) into 'fe [MASK] ##rs'. Why is that a poor training "
+    "example, the reason whole-word masking exists?",
+    {
+        "a": "Because '##rra' is a continuation piece, and the loss cannot be computed for pieces that start "
+             "with ##.",
+        "b": "Because the masked word becomes [UNK], so the model learns to predict [UNK].",
+        "c": "Because the visible pieces of the same word almost spell the missing one: it can be filled in "
+             "without reading the sentence, so the example teaches little about context.",
+        "d": "Because masking one piece of a word selects fewer tokens than the 15 % the objective needs.",
+    },
+    "c",
+    {
+        "a": "every piece, ## or not, is an ordinary entry of the vocabulary with its own id, and the loss "
+             "scores it like any other token.",
+        "b": "[MASK] is not [UNK]: the masked position keeps its original id as the label, and [UNK] only "
+             "appears for words WordPiece cannot spell at all.",
+        "d": "the 15 % counts tokens whichever way they are chosen; whole-word masking changes *which* tokens "
+             "are hidden together, not how many.",
+    },
+)
