@@ -90,6 +90,9 @@ def flops_per_token(config: BertConfig, seq_len: int, *, training: bool = True, 
     """
     if seq_len < 1:
         raise ValueError(f"seq_len must be at least 1, got {seq_len}")
+    if seq_len > config.max_position_embeddings:
+        raise ValueError(f"seq_len={seq_len} is longer than the {config.max_position_embeddings} positions this model "
+                         "knows: count FLOPs at a length it can run.")
     forward = 2 * matmul_parameters(config, head_share=head_share) + 4 * config.num_hidden_layers * seq_len * (
         config.hidden_size
     )

@@ -232,6 +232,9 @@ def test_too_long_input_and_bad_arguments_are_refused():
         ours(torch.ones(1, 25, dtype=torch.long))
     with pytest.raises(ValueError, match="seq_len"):
         bert.flops_per_token(ours.config, 0)
+    with pytest.raises(ValueError, match="24 positions"):  # notebook 04 once printed 512-token costs of 128-position models
+        bert.flops_per_token(ours.config, 25)
+    assert bert.flops_per_token(ours.config, 24) > 0
     with pytest.raises(ValueError, match="head_share"):
         bert.flops_per_token(ours.config, 8, head_share=1.5)
 
@@ -258,3 +261,17 @@ def test_head_targets_by_hand():
     torch.testing.assert_close(got["previous token"], torch.tensor([0.0, 1 / 4]))  # a→[CLS]
     torch.testing.assert_close(got["[CLS]"], torch.tensor([0.0, 1.0]))
     torch.testing.assert_close(got["[SEP]"], torch.tensor([2 / 4, 0.0]))  # b→[SEP], [SEP]→[SEP]
+
+
+def test_tied_decoder_moves_word_rows_of_ids_absent_from_the_input():
+    """Exercise 04.5's answer: rows of ids never looked up still get a gradient, through the tied decoder."""
+    reference, ours = transformers_pair(make_config(15, 1, 5, 23, 101))
+    ids = torch.randint(5, 50, (3, 9), generator=torch.Generator().manual_seed(0))  # ids 50-100 never occur
+    labels = torch.where(torch.arange(9) % 3 == 1, ids, -100)
+    F.cross_entropy(ours(ids, torch.ones_like(ids)).flatten(0, 1), labels.flatten()).backward()
+    reference(input_ids=ids, labels=labels).loss.backward()
+    for table in (ours.embeddings.word.weight, reference.bert.embeddings.word_embeddings.weight):
+        assert (table.grad[50:].abs().sum(1) > 0).all()  # every absent id's row moves
+    untied = torch.nn.Embedding(101, 15)
+    untied(ids).sum().backward()
+    assert (untied.weight.grad[50:] == 0).all()  # a lookup alone leaves them alone

@@ -38,3 +38,20 @@ def test_parameters_by_part_bars_are_shares_of_the_total():
     assert len(ax.get_legend().get_texts()) == 3
     with pytest.raises(ValueError, match="at least one"):
         plots.parameters_by_part({})
+
+
+def test_parameters_by_part_labels_contrast_with_their_bars():
+    """Each percentage is black or white by its bar's luminance: white on orange (2.2 : 1) was hard to read."""
+    from matplotlib.colors import to_hex, to_rgb
+
+    def luminance(colour):
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    counts = {"tiny": {"embeddings": 40, "encoder": 35, "mlm_head": 25, "pooler": 5, "total": 100}}
+    ax = plots.parameters_by_part(counts).axes[0]
+    assert len(ax.texts) == 3
+    for text, bar in zip(ax.texts, ax.patches, strict=True):
+        high, low = sorted((luminance(text.get_color()), luminance(bar.get_facecolor())), reverse=True)
+        assert (high + 0.05) / (low + 0.05) >= 4.5, (text.get_text(), to_hex(bar.get_facecolor()))
+    assert ax.texts[1].get_color() == "black"  # on the encoder's orange

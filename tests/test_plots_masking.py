@@ -107,3 +107,38 @@ def test_masking_figures_obey_the_figure_rules():
                 plots.rates_vs_targets(rates, {"selected": 0.15}),
                 plots.distinct_masks_plot([1, 2, 3], {"static": [1, 2, 2], "dynamic": [1, 2, 3]})):
         assert plots.figure_rule_violations(fig) == []
+
+
+def _contrast(a, b) -> float:
+    """WCAG contrast ratio of two matplotlib colours."""
+    from matplotlib.colors import to_rgb
+
+    def luminance(colour):
+        r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_text_colour_on_picks_the_more_legible_of_black_and_white():
+    assert plots.text_colour_on(plots.OKABE_ITO["orange"]) == "black"  # white on orange is 2.2 : 1
+    assert plots.text_colour_on(plots.OKABE_ITO["blue"]) == "white"
+    assert plots.text_colour_on("#ffffff") == "black" and plots.text_colour_on("#000000") == "white"
+
+
+def test_mask_grid_labels_are_legible_and_fit_their_cells():
+    """Every label contrasts ≥ 4.5 : 1 with its cell (WCAG AA) and a long one, "[MASK] (byzantine)", stays inside
+    its cell (it touched the borders when cells had a fixed width)."""
+    shown = [["[CLS]", "the", "[MASK]", "dog", "emperors", "[SEP]"]]
+    original = [["[CLS]", "the", "byzantine", "cat", "emperors", "[SEP]"]]
+    codes = [[-1, 0, 1, 2, 3, -1]]
+    fig = plots.mask_grid(shown, codes, original=original, row_labels=["seed 1"])
+    assert plots.figure_rule_violations(fig) == []
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    cell_px = ax.transData.transform((1, 0))[0] - ax.transData.transform((0, 0))[0]
+    for text, code in zip(ax.texts, codes[0], strict=True):
+        assert _contrast(text.get_color(), plots.MASK_GRID_COLORS[code][0]) >= 4.5, text.get_text()
+        assert text.get_window_extent(renderer).width < 0.95 * cell_px, text.get_text()

@@ -219,24 +219,25 @@ register(Exercise(
 # ---- 01.6: explain why the log loss learns from confident mistakes -------------------------------------------
 multiple_choice(
     "01.6",
-    "The model gives the true token p = 0.001. Why does training on the log loss −ln p correct this mistake much "
-    "faster than training on the linear loss 1 − p?",
+    "A classifier is trained with the squared error between its softmax probabilities and the one-hot target, "
+    "Σ_k (p_k − y_k)², instead of the cross-entropy. Examples it gets confidently wrong (true class p = 0.0001) "
+    "barely improve from step to step, while examples with p ≈ 0.5 improve quickly. Why?",
     {
-        "a": "Because −ln 0.001 ≈ 6.9 is a larger loss than 1 − 0.001 ≈ 1, and a larger loss means a larger update.",
-        "b": "Because through the softmax the gradient on the true token's logit is p − 1 ≈ −1 for the log loss but "
-             "−p(1 − p) ≈ −0.001 for the linear loss: the linear loss stops pushing exactly when the model is "
-             "confidently wrong.",
-        "c": "Because the gradient of −ln p with respect to p, −1/p = −1000, is what the optimiser applies to the "
-             "weights.",
-        "d": "Because the logarithm keeps the probability from underflowing to 0.0.",
+        "a": "The squared error of a confidently wrong example is small, so it contributes little to the loss.",
+        "b": "Through the softmax, every term of the squared error's gradient with respect to the true class's "
+             "logit carries a factor p = 0.0001, so the push fades exactly when the model is confidently wrong; "
+             "cross-entropy's gradient there is p − 1 ≈ −1.",
+        "c": "The learning rate is too small: raising it 1,000-fold would correct those examples as fast as the "
+             "others.",
+        "d": "A probability of 0.0001 underflows in float32, so its gradient is lost.",
     },
     "b",
     {
-        "a": "the size of the loss does not move the weights, its gradient does: adding 100 to a loss changes its "
-             "value and not one update. Compare the gradients with respect to the logit (section 6).",
-        "c": "the model's parameters produce logits, not p: the chain rule multiplies −1/p by ∂p/∂z = p(1 − p), "
-             "and the 1/p cancels. Look at the third panel of the gradient figure.",
-        "d": "underflow is about multiplying *many* probabilities (section 2); one probability of 0.001 is far from "
-             "any floating-point limit. The question is about how hard each loss pushes the logit.",
+        "a": "it is near its largest possible value (about 2 when all the probability sits on one wrong class); "
+             "and a loss's value moves no weight anyway, its gradient with respect to the logits does.",
+        "c": "the learning rate scales every example's update alike: the ratio between a confidently wrong and an "
+             "uncertain example stays the same, and the examples already right would take steps 1,000× too large.",
+        "d": "float32 represents numbers down to about 1e-45; underflow comes from multiplying *many* "
+             "probabilities (section 2), not from one of 0.0001.",
     },
 )

@@ -222,23 +222,25 @@ register(Exercise(
 # ---- 02.5: explain why whole-word masking exists -----------------------------------------------------------------
 multiple_choice(
     "02.5",
-    "Token-level masking turns 'Ferrars' (fe ##rra ##rs) into 'fe [MASK] ##rs'. Why is that a poor training "
-    "example, the reason whole-word masking exists?",
+    "You train two WordPiece vocabularies on the same corpus, one of 1,000 pieces and one of 8,192, and pretrain "
+    "the same small BERT with each, masking single tokens. On the same held-out text the 1,000-piece model "
+    "predicts a clearly larger share of its masked tokens correctly. Does it understand the text better?",
     {
-        "a": "Because '##rra' is a continuation piece, and the loss cannot be computed for pieces that start "
-             "with ##.",
-        "b": "Because the masked word becomes [UNK], so the model learns to predict [UNK].",
-        "c": "Because the visible pieces of the same word almost spell the missing one: it can be filled in "
-             "without reading the sentence, so the example teaches little about context.",
-        "d": "Because masking one piece of a word selects fewer tokens than the 15 % the objective needs.",
+        "a": "Yes: same text, same model size, and more correct predictions mean a better model of the text.",
+        "b": "No: a 1,000-piece vocabulary turns most rare words into [UNK], and [UNK] is easy to predict.",
+        "c": "No: with 1,000 pieces words split into more pieces, so many masked tokens sit next to visible "
+             "pieces of their own word that nearly spell them — filled in from spelling, not from the sentence — "
+             "and each guess picks among 1,000 ids, not 8,192. The two accuracies do not measure the same task.",
+        "d": "Yes: more pieces per sentence means more masked tokens at 15 %, so it got more training signal, "
+             "and the accuracy shows it.",
     },
     "c",
     {
-        "a": "every piece, ## or not, is an ordinary entry of the vocabulary with its own id, and the loss "
-             "scores it like any other token.",
-        "b": "[MASK] is not [UNK]: the masked position keeps its original id as the label, and [UNK] only "
-             "appears for words WordPiece cannot spell at all.",
-        "d": "the 15 % counts tokens whichever way they are chosen; whole-word masking changes *which* tokens "
-             "are hidden together, not how many.",
+        "a": "the two models are not asked the same questions: count the pieces per word with each vocabulary, and "
+             "ask how many masked pieces have a visible piece of the same word beside them.",
+        "b": "WordPiece keeps every character of its alphabet as a piece, so a small vocabulary spells rare words "
+             "with more pieces instead of [UNK]; [UNK] is only for characters it never saw.",
+        "d": "more masked tokens per sentence is true, but it does not make the two accuracies comparable: "
+             "what is each model asked to predict, and how much of it is spelling?",
     },
 )

@@ -10,8 +10,8 @@ import torch
 from mlm_course.exercises import Exercise, multiple_choice, register
 
 # ---- 03.1: the original BERT count ------------------------------------------------------------------------------
-_LENGTHS_31 = (3, 12, 30, 70)
-_COUNTS_31 = [1, 2, 5, 11]  # max(1, round_py2(0.15 * n)): 0.45, 1.8, 4.5, 10.5
+_LENGTHS_31 = (3, 17, 90, 150)  # none of them printed in the notebook
+_COUNTS_31 = [1, 3, 14, 23]  # max(1, round_py2(0.15 * n)): 0.45, 2.55, 13.5, 22.5
 
 
 def _grade_31(answer) -> str | None:
@@ -22,21 +22,22 @@ def _grade_31(answer) -> str | None:
         return f"give one count per length {_LENGTHS_31}: {len(_LENGTHS_31)} numbers."
     if answer[0] == 0:
         return "the original never predicts 0 tokens: num_to_predict = min(max_pred, max(1, round(0.15 * n)))."
-    if answer[1] == 1:
-        return "0.15 × 12 = 1.8: round it, do not truncate with int() (int(1.8) = 1)."
-    if answer[2:] == [4, 10]:
-        return ("4.5 and 10.5 are exact halves: the original ran on Python 2, whose round() sends halves away from "
-                "zero (5, 11); Python 3's round() sends them to the even neighbour (4, 10).")
+    if answer[1] == 2 or answer[2] == 13:
+        return "0.15 × 17 = 2.55 and 0.15 × 90 = 13.5: round them, do not truncate with int() (int(2.55) = 2)."
+    if answer[3] == 22:
+        return ("0.15 × 150 = 22.5 is an exact half: the original ran on Python 2, whose round() sends halves away "
+                "from zero (23); Python 3's round() sends them to the even neighbour (22). (13.5 gives 14 either "
+                "way: 14 is even.)")
     return "compute max(1, round_half_up(0.15 * n)) for each n, n counting [CLS] and [SEP]."
 
 
 register(Exercise(
     id="03.1",
-    prompt=("How many tokens does the original BERT (15 %, no cap) predict in sequences of n = 3, 12, 30, 70 tokens "
+    prompt=("How many tokens does the original BERT (15 %, no cap) predict in sequences of n = 3, 17, 90, 150 tokens "
             "(n includes [CLS] and [SEP])? Give a list of four integers."),
     grade=_grade_31,
     solution=lambda: list(_COUNTS_31),
-    wrong_answers=([0, 1, 4, 10], [1, 1, 4, 10], [1, 2, 4, 10], [1, 2, 5]),
+    wrong_answers=([0, 2, 13, 22], [1, 2, 13, 22], [1, 3, 14, 22], [1, 3, 14]),
 ))
 
 # ---- 03.2: the conditional probability of the second coin -------------------------------------------------------
@@ -64,9 +65,11 @@ register(Exercise(
 ))
 
 # ---- 03.3: labels -----------------------------------------------------------------------------------------------
-# [CLS] the quick brown fox [SEP]; positions 2 (quick) → [MASK], 4 (fox) selected but left unchanged
-_ORIGINAL_33 = [101, 1996, 4248, 2829, 4419, 102]
-_LABELS_33 = [-100, -100, 4248, -100, 4419, -100]
+# [CLS] the cat sat on the mat . [SEP]: position 2 (cat) → [MASK], 5 (the) → the random token "dog" (3899),
+# 6 (mat) selected but left unchanged. (Not the sentence of the notebook's "Mistake 4" cell, whose labels it prints.)
+_ORIGINAL_33 = [101, 1996, 4937, 2938, 2006, 1996, 13523, 1012, 102]
+_CORRUPTED_33 = [101, 1996, 103, 2938, 2006, 3899, 13523, 1012, 102]
+_LABELS_33 = [-100, -100, 4937, -100, -100, 1996, 13523, -100, -100]
 
 
 def _grade_33(answer) -> str | None:
@@ -74,30 +77,33 @@ def _grade_33(answer) -> str | None:
     if answer == _LABELS_33:
         return None
     if len(answer) != len(_ORIGINAL_33):
-        return "give one label per input position (6)."
-    if answer[2] == 103:
-        return ("the label at a [MASK]ed position is the original id (4248), not 103: did you corrupt input_ids "
-                "in place and then copy them into labels? Clone first.")
-    if answer == _ORIGINAL_33:
-        return "unselected positions must be -100 (ignored by the loss), otherwise the model is scored on copying."
-    if answer[4] == -100:
-        return "position 4 was selected (then left unchanged): it still needs its label, 4419."
+        return f"give one label per input position ({len(_ORIGINAL_33)})."
     if 0 in answer and -100 not in answer:
         return "use -100, not 0, for ignored positions: 0 is the id of [PAD], a real class for the loss."
-    return "labels: the original id at each selected position (2 and 4), -100 everywhere else."
+    if answer[2] == 103 or answer[5] == 3899:
+        return ("a label is the *original* id (4937 at position 2, 1996 at position 5), not what the model is shown "
+                "([MASK] = 103, the random 3899): build the labels from the ids before corrupting them.")
+    if answer == _ORIGINAL_33:
+        return "unselected positions must be -100 (ignored by the loss), otherwise the model is scored on copying."
+    if answer[5] == -100 or answer[6] == -100:
+        return ("positions 5 and 6 were selected too: a random or unchanged position is predicted like a [MASK]ed "
+                "one, so it keeps its original id as the label.")
+    return "labels: the original id at each selected position (2, 5 and 6), -100 everywhere else."
 
 
 register(Exercise(
     id="03.3",
-    prompt=(f"input_ids {_ORIGINAL_33}; positions 2 and 4 are selected, 2 becomes [MASK] (103), 4 is left "
-            "unchanged. Give the labels list."),
+    prompt=(f"input_ids {_ORIGINAL_33} ([CLS] the cat sat on the mat . [SEP]). Positions 2, 5 and 6 are selected: "
+            f"2 becomes [MASK] (103), 5 the random token 'dog' (3899), 6 is left unchanged, so the model is shown "
+            f"{_CORRUPTED_33}. Give the labels list."),
     grade=_grade_33,
     solution=lambda: list(_LABELS_33),
     wrong_answers=(
-        [-100, -100, 103, -100, 4419, -100],
+        [-100, -100, 103, -100, -100, 3899, 13523, -100, -100],
+        [-100, -100, 4937, -100, -100, 3899, 13523, -100, -100],
+        [-100, -100, 4937, -100, -100, -100, -100, -100, -100],
         list(_ORIGINAL_33),
-        [-100, -100, 4248, -100, -100, -100],
-        [0, 0, 4248, 0, 4419, 0],
+        [0, 0, 4937, 0, 0, 1996, 13523, 0, 0],
     ),
 ))
 
@@ -229,26 +235,30 @@ register(Exercise(
     wrong_answers=(_per_token, _any_piece, _first_piece_only),
 ))
 
-# ---- 03.6: explain why 10 % random and 10 % unchanged ------------------------------------------------------------
+# ---- 03.6: explain why (transfer): 100 % [MASK] and frozen features --------------------------------------------
 multiple_choice(
     "03.6",
-    "Why does BERT replace only 80 % of the selected tokens by [MASK], and leave 10 % unchanged and 10 % random?",
+    "A team pretrains BERT with 100 % [MASK] (no random, no unchanged tokens). They then freeze it and train only a "
+    "linear tagger on its token vectors to find names in sentences, which contain no [MASK]. Compared with the same "
+    "BERT pretrained with 80 / 10 / 10, what do you expect, and why?",
     {
-        "a": "To make the task harder: a larger loss makes pretraining converge faster.",
-        "b": "Because [MASK] never appears when the model is fine-tuned or used: with [MASK] everywhere it would "
-             "need good representations only at [MASK] positions; since any visible token may be one it must "
-             "predict, it has to model every position.",
-        "c": "Because fine-tuning accuracy collapses without them: in Table 8, 100 % [MASK] loses several points "
-             "of MNLI.",
-        "d": "Because the random tokens train BERT's second pretraining task, detecting replaced words.",
+        "a": "No difference: the tagger's sentences contain no [MASK], so what the model learnt at [MASK] positions "
+             "plays no part.",
+        "b": "The tagger fails completely: a model that only ever saw [MASK] in pretraining cannot read a sentence "
+             "without one.",
+        "c": "Somewhat worse tags: the loss only ever asked for a prediction where the input said [MASK], so "
+             "nothing forced the vector at a visible token to describe that token well — and visible tokens are "
+             "all the frozen tagger ever reads.",
+        "d": "Better tags: 100 % [MASK] is a harder task, so it builds stronger features.",
     },
-    "b",
+    "c",
     {
-        "a": "a harder task is not the aim, and a larger loss does not mean faster learning; the mix is about the "
-             "mismatch between pretraining inputs (with [MASK]) and fine-tuning inputs (without).",
-        "c": "read Table 8 again: MNLI is 84.3 with 100 % [MASK] against 84.2 with 80/10/10 — fine-tuning is "
-             "robust. The gap shows in the feature-based NER setting (94.0 vs 94.9), where BERT is frozen.",
-        "d": "BERT's second task is next-sentence prediction; detecting replaced tokens is ELECTRA's objective. "
-             "Here the random tokens are still predicted by the masked-LM head like any selected token.",
+        "a": "what the model learnt is exactly the problem: its vectors at visible tokens were shaped only as "
+             "context for [MASK] positions. Which positions did the loss ever score?",
+        "b": "in pretraining 85 % of the tokens were visible in every sentence: the model reads visible tokens all "
+             "the time. The question is what their vectors had to encode, and the effect is a small loss, not a "
+             "collapse.",
+        "d": "a larger loss does not mean better features: 100 % [MASK] removes the only reason to model a visible "
+             "token well. In Table 8 it beats 80 / 10 / 10 in no column by more than 0.1.",
     },
 )

@@ -327,15 +327,18 @@ register(Exercise(
                    _step_variant(step=False)),
 ))
 
-# ---- 04.4: parameters of one encoder layer of BERT-base ------------------------------------------------------------
-_H, _I = 768, 3072
-_LAYER_44 = 4 * _H * _H + 4 * _H + 2 * _H * _I + _I + _H + 4 * _H  # 7,087,872
+# ---- 04.4: parameters of one encoder layer of BERT-large (the notebook prints BERT-base's counts only) ------------
+_H, _I = 1024, 4096
+_LAYER_44 = 4 * _H * _H + 4 * _H + 2 * _H * _I + _I + _H + 4 * _H  # 12,596,224
+_BASE_LAYER = 4 * 768 * 768 + 4 * 768 + 2 * 768 * 3072 + 3072 + 768 + 4 * 768  # 7,087,872: BERT-base's layer
 
 
 def _grade_44(answer) -> str | None:
     n = int(answer)
     if n == _LAYER_44:
         return None
+    if n == _BASE_LAYER:
+        return "that is one layer of BERT-base (H = 768, I = 3072); BERT-large has H = 1024, I = 4096."
     if n == 4 * _H * _H + 2 * _H * _I:
         return "that counts the weight matrices only: add the biases (4 of size H in attention, I and H in the FFN)."
     if n == _LAYER_44 - 4 * _H:
@@ -344,45 +347,48 @@ def _grade_44(answer) -> str | None:
         return "attention has four H×H projections: query, key, value and the output projection."
     if n == 4 * _H * _H + 4 * _H + _H * _I + _I + 4 * _H:
         return "the feed-forward block has two matrices: H→I and I→H."
-    if abs(n - 110_000_000 / 12) < 1e6:
-        return "110 M / 12 spreads the embeddings and head over the layers: count one layer's own weights."
-    return "Q, K, V, output (4H² + 4H) + FFN (2HI + I + H) + two LayerNorms (4H), with H = 768, I = 3072."
+    if abs(n - 340_000_000 / 24) < 1.5e6:
+        return "340 M / 24 spreads the embeddings over the layers: count one layer's own weights."
+    return "Q, K, V, output (4H² + 4H) + FFN (2HI + I + H) + two LayerNorms (4H), with H = 1024, I = 4096."
 
 
 register(Exercise(
     id="04.4",
-    prompt="How many parameters does one encoder layer of BERT-base have (H = 768, I = 3072, biases and LayerNorms "
-           "included)? Give an integer.",
+    prompt="How many parameters does one encoder layer of BERT-large have (H = 1024, I = 4096, 16 heads; biases and "
+           "LayerNorms included)? Give an integer.",
     grade=_grade_44,
     solution=lambda: _LAYER_44,
     wrong_answers=(
+        _BASE_LAYER,
         4 * _H * _H + 2 * _H * _I,
         _LAYER_44 - 4 * _H,
         3 * _H * _H + 3 * _H + 2 * _H * _I + _I + _H + 4 * _H,
         4 * _H * _H + 4 * _H + _H * _I + _I + 4 * _H,
-        9_166_667,
+        14_166_667,
     ),
 ))
 
-# ---- 04.5: explain why the pooler is untrained ---------------------------------------------------------------------
+# ---- 04.5: explain why (transfer): the tied word table learns from the decoder -----------------------------------
 multiple_choice(
     "04.5",
-    "Neither the course checkpoint nor MiniLM has a trained pooler (the tanh layer on [CLS]). Why?",
+    "You pretrain the course's tiny BERT, whose MLM decoder is tied to the word table. Suppose 300 ids of its "
+    "vocabulary never occur in the training text. After pretraining, how do their rows of the word table compare "
+    "with their initial values?",
     {
-        "a": "save_pretrained drops the pooler's weights to keep checkpoints small.",
-        "b": "The tanh saturates during pretraining, so the pooler's gradients vanish.",
-        "c": "A parameter learns only from a loss computed through it, and no loss they were trained with reads the "
-             "pooler: in BERT it fed next-sentence prediction only, which the course (masked LM alone) and MiniLM "
-             "(distillation, then a contrastive loss on the mean of its token vectors) never used.",
-        "d": "The pooler is tied to the word embeddings, like the MLM decoder, so it has no weights of its own.",
+        "a": "Unchanged, apart from weight decay: a row of an embedding table gets a gradient only when its id is "
+             "looked up in the input.",
+        "b": "Changed by the loss itself: the table is also the decoder, so at every predicted position the "
+             "softmax scores every word through its row, and the gradient moves the rows of never-seen words so "
+             "that their logits fall.",
+        "c": "They become copies of [UNK]'s row, since words the vocabulary cannot spell are mapped to [UNK].",
+        "d": "Only those words' output biases change; the rows belong to the lookup, not to the head.",
     },
-    "c",
+    "b",
     {
-        "a": "MiniLM's file holds pooler.dense.weight and pooler.dense.bias; the course checkpoint has none because "
-             "BertForMaskedLM has no pooler at all, not because saving drops it.",
-        "b": "a saturated tanh gives small gradients, not exactly none; MiniLM's pooler bias is exactly 0, its "
-             "initial value: no loss ever sent it a gradient.",
-        "d": "the pooler has its own H × H weight and H bias (section 8's formula, H² + H); only the MLM decoder is "
-             "tied to the word table.",
+        "a": "true of an untied table; here the same matrix also computes every word's logit at every predicted "
+             "position (section 5). Which parameters does a softmax over the whole vocabulary reach?",
+        "c": "the tokenizer decides which ids a text uses; nothing in training copies one row into another.",
+        "d": "a logit is row · h + bias: the gradient reaches the bias *and* the row, and the row is the word "
+             "table's (section 5: only the bias is the head's own).",
     },
 )
