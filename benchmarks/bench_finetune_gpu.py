@@ -1,69 +1,58 @@
-"""Fine-tuning throughput on a GPU: bert-base sequence classification, our loop vs transformers.Trainer's defaults.
+"""Fine-tuning throughput on a GPU: bert-base sequence classification, our loop vs transformers.Trainer, fairly.
 
     .venv/bin/python benchmarks/bench_finetune_gpu.py             # bert-base, seq 128, batch 32 (a GPU):
                                                                   #   writes benchmarks/results/finetune_gpu.json
     .venv/bin/python benchmarks/bench_finetune_gpu.py --compile   # also our loop with torch.compile
     .venv/bin/python benchmarks/bench_finetune_gpu.py --tiny      # CPU smoke (tiny model, seconds); writes only with --out
 
-Same process, same random-init model (seeded), same synthetic batches (every sequence exactly ``--seq`` tokens, so
-no padding and tokens = batch × seq):
+Same process, one GPU (``CUDA_VISIBLE_DEVICES`` pinned to the first: without a launcher Trainer would spread the
+model over every GPU with DataParallel and process N× the tokens counted), same random-init model (seeded), same
+synthetic batches (every sequence exactly ``--seq`` tokens, so no padding and tokens = batch × seq):
 
-* ``ours`` — :func:`mlm_course.finetune.fit`: Accelerate, bf16 autocast where supported (fp16 + loss scaling
-  otherwise), TF32 on Ampere+, SDPA attention, fused AdamW, no host sync except at log steps;
-* ``trainer`` — ``transformers.Trainer`` with default ``TrainingArguments`` (fp32, TF32 as torch's default), only the
-  batch size and step count set.
+* ``ours`` — :func:`mlm_course.finetune.fit` (the course's :class:`~mlm_course.training.TrainLoop`): accelerate,
+  ``--precision`` (auto: bf16 on compute capability ≥ 8.0, fp16 + loss scaling before), TF32 on Ampere+, SDPA,
+  fused AdamW, no host sync except at log steps; ``ours_compiled`` the same with torch.compile;
+* ``trainer_defaults`` — ``transformers.Trainer`` with default ``TrainingArguments`` (fp32), batch size and steps set;
+* ``trainer_same_precision`` — Trainer with our precision (``bf16=True`` or ``fp16=True``) and TF32 as ours, so
+  the ratio to it measures the loop, not the number format.
 
 Throughput counts the steps after ``--warmup`` steps (compilation, allocator warm-up), timed between two host
-synchronisations. FLOPs per token = 6·N + 12·L·s·d: N = weights used in matmuls (encoder layers, pooler,
-classifier; embedding lookups excluded), 6 = forward (2) + backward (4) per weight; 12·L·s·d = attention scores and
-weighted values (QKᵀ and AV, 2·2·s·d per token and layer forward, ×3 with backward). MFU = achieved FLOP/s ÷ the
-GPU's dense bf16 peak (H100/H200 SXM: 989 TFLOP/s; ``--peak-tflops`` for other GPUs); none on a CPU.
+synchronisations. Peak memory per run is measured after ``gc.collect()`` and ``empty_cache()`` (the previous run's
+model is gone). FLOPs per token: :func:`mlm_course.bert.flops_per_token` (notebook 04's count, 6·N + 12·L·s·H, no
+MLM head); MFU = achieved FLOP/s ÷ the GPU's dense tensor-core peak from :data:`timing.PEAK_TFLOPS`, keyed on
+the exact device name (``--peak-tflops`` for others); none on a CPU.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import sys
-import tempfile
-import time
-from pathlib import Path
+import timing  # noqa: I001 (first: pins the GPU before torch starts CUDA)
 
-import torch
-import transformers
-from transformers import BertConfig, BertForSequenceClassification
+if __name__ == "__main__":
+    timing.pin_one_gpu()
 
-from mlm_course import finetune
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import BertConfig, BertForSequenceClassification  # noqa: E402
+
+from mlm_course import bert, finetune  # noqa: E402
+from mlm_course import device as devices  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "finetune_gpu.json"
-#: Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), by a substring of torch.cuda.get_device_name().
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100 80GB HBM3": 989.0, "H100 SXM": 989.0, "H100 PCIe": 756.0, "H100": 989.0,
-                    "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 70.0}
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 256}
 
 
-def peak_tflops(explicit: float | None) -> tuple[float | None, str]:
-    if explicit:
-        return explicit, "given with --peak-tflops"
-    if not torch.cuda.is_available():
-        return None, "no GPU: MFU is not reported"
-    name = torch.cuda.get_device_name()
-    for key, value in PEAK_BF16_TFLOPS.items():
-        if key in name:
-            return value, f"dense bf16 peak of {key} ({value:g} TFLOP/s)"
-    return None, f"unknown GPU {name!r}: pass --peak-tflops for MFU"
-
-
-def matmul_parameters(model: BertForSequenceClassification) -> int:
-    """Weights that take part in matmuls: everything but the embedding tables (lookups) and norms/biases' adds."""
-    return sum(p.numel() for n, p in model.named_parameters() if "embeddings" not in n)
-
-
-def flops_per_token(model: BertForSequenceClassification, seq: int) -> float:
-    c = model.config
-    return 6 * matmul_parameters(model) + 12 * c.num_hidden_layers * seq * c.hidden_size
+def flops_per_token(config: BertConfig, seq: int) -> float:
+    """Training FLOPs per token of the classifier: the encoder's (no MLM head; the pooler runs once a sequence)."""
+    return bert.flops_per_token(config, seq, training=True, head_share=0.0)
 
 
 def build(config: BertConfig) -> BertForSequenceClassification:
@@ -78,43 +67,37 @@ def synthetic(vocab: int, n: int, seq: int) -> finetune.Encoded:
     return finetune.Encoded(ids.tolist(), torch.randint(2, (n,), generator=g).tolist(), [""] * n)
 
 
-def sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+def our_precision(args) -> str:
+    """The precision our loop runs at: bf16, fp16 or fp32."""
+    kind = devices.pick_device_type(args.device).split(":")[0]
+    dtype = devices.precision_dtype(kind, args.precision)
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
 
 def run_ours(config: BertConfig, data: finetune.Encoded, args, compile_: bool) -> dict:
-    model = build(config)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+    timing.free_memory()
+    torch._dynamo.reset()
     steps = args.warmup + args.steps
     ft_config = finetune.FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch, lr=2e-5, warmup=0.1,
                                         patience=None, log_every=args.warmup, compile=compile_,
                                         precision=args.precision, device=args.device)
-    result = finetune.fit(model, data, None, ft_config, pad_token_id=0, progress=False, verbose=True)
-    times = {m["step"]: m["seconds"] for m in result.metrics if m["split"] == "train"}
-    if args.warmup not in times or steps not in times:
-        raise RuntimeError(f"our loop logged steps {sorted(times)}; expected {args.warmup} and {steps}")
-    seconds = times[steps] - times[args.warmup]  # both rows follow a host sync (the logged loss is read)
-    return {"seconds": seconds, "precision": result.description, "peak_memory_gib": peak_memory()}
+    result = finetune.fit(build(config), data, None, ft_config, pad_token_id=0, progress=False, verbose=True)
+    seconds = timing.seconds_between_logged_steps(result.metrics, args.warmup, steps)
+    run = {"seconds": seconds, "precision": result.description, "peak_memory_gib": timing.peak_memory_gib()}
+    if compile_:
+        run["graphs_compiled"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+    return run
 
 
-def run_trainer(config: BertConfig, data: finetune.Encoded, args) -> dict:
+def run_trainer(config: BertConfig, data: finetune.Encoded, args, precision: str | None) -> dict:
+    """transformers.Trainer at its defaults (``precision=None``) or at ``precision`` with TF32 as ours."""
     from accelerate.state import AcceleratorState
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers import Trainer, TrainingArguments
 
-    AcceleratorState._reset_state()  # Trainer builds its own Accelerator (fp32)
+    AcceleratorState._reset_state(reset_partial_state=True)  # Trainer builds its own Accelerator
     torch.set_float32_matmul_precision("highest")  # torch's default, which TrainingArguments() leaves alone
-    model = build(config)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+    timing.free_memory()
     marks: dict[int, float] = {}
-
-    class Clock(TrainerCallback):
-        def on_step_end(self, _args, state, control, **kwargs):
-            if state.global_step in (args.warmup, args.warmup + args.steps):
-                sync()
-                marks[state.global_step] = time.perf_counter()
 
     class Rows(torch.utils.data.Dataset):
         def __len__(self):
@@ -124,21 +107,26 @@ def run_trainer(config: BertConfig, data: finetune.Encoded, args) -> dict:
             ids = torch.tensor(data.input_ids[i])
             return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": data.labels[i]}
 
+    on_gpu = torch.cuda.is_available()
+    options = {}
+    if precision is not None:
+        options = {"bf16": precision == "bf16", "fp16": precision == "fp16"}
+        if on_gpu and devices.cuda_has_bf16():
+            options["tf32"] = True
     with tempfile.TemporaryDirectory() as tmp:
         training_args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=args.batch,
                                           max_steps=args.warmup + args.steps, report_to="none", save_strategy="no",
-                                          logging_strategy="no", disable_tqdm=True,
-                                          use_cpu=not torch.cuda.is_available())
-        Trainer(model=model, args=training_args, train_dataset=Rows(), callbacks=[Clock()]).train()
-    return {"seconds": marks[args.warmup + args.steps] - marks[args.warmup], "precision": "fp32 (defaults)",
-            "peak_memory_gib": peak_memory()}
+                                          logging_strategy="no", disable_tqdm=True, use_cpu=not on_gpu, **options)
+        if training_args.n_gpu > 1:
+            raise RuntimeError("Trainer sees several GPUs (DataParallel): run with CUDA_VISIBLE_DEVICES=0")
+        Trainer(model=build(config), args=training_args, train_dataset=Rows(),
+                callbacks=[timing.step_clock(args.warmup, args.warmup + args.steps, marks)]).train()
+    label = "fp32 (defaults)" if precision is None else f"{precision} autocast" + (", TF32" if "tf32" in options else "")
+    return {"seconds": marks[args.warmup + args.steps] - marks[args.warmup], "precision": label,
+            "peak_memory_gib": timing.peak_memory_gib()}
 
 
-def peak_memory() -> float | None:
-    return round(torch.cuda.max_memory_allocated() / 2**30, 2) if torch.cuda.is_available() else None
-
-
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="CPU smoke: tiny model, seq 32, batch 8, a few steps")
     parser.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 128; tiny 32)")
@@ -148,13 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", action="store_true", help="also time our loop with torch.compile")
     parser.add_argument("--precision", choices=finetune.PRECISIONS, default="auto")
     parser.add_argument("--device", default=None)
-    parser.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense bf16 peak, for MFU")
+    parser.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense peak, for MFU")
     parser.add_argument("--out", type=Path, default=None, help=f"results JSON (default {RESULTS.name} unless --tiny)")
     args = parser.parse_args(argv)
     defaults = (32, 8, 4, 2) if args.tiny else (128, 32, 50, 10)
     for name, value in zip(("seq", "batch", "steps", "warmup"), defaults, strict=True):
         if getattr(args, name) is None:
             setattr(args, name, value)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     if not args.tiny and not torch.cuda.is_available():
         print("no CUDA GPU here: bert-base at seq 128 would take hours on a CPU. Run with --tiny for a smoke test.")
         return 1
@@ -162,26 +155,32 @@ def main(argv: list[str] | None = None) -> int:
     config = BertConfig(num_labels=2, max_position_embeddings=max(512, args.seq), **(TINY if args.tiny else {}))
     data = synthetic(config.vocab_size, args.batch * (args.warmup + args.steps), args.seq)
     tokens = args.batch * args.seq * args.steps
-    per_token = flops_per_token(build(config), args.seq)
-    peak, peak_note = peak_tflops(args.peak_tflops)
-    runs = {"trainer": run_trainer(config, data, args), "ours": run_ours(config, data, args, compile_=False)}
+    per_token = flops_per_token(config, args.seq)
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    peak, peak_note = timing.peak_tflops(gpu, args.peak_tflops)
+    precision = our_precision(args)
+    runs = {"trainer_defaults": run_trainer(config, data, args, None),
+            "trainer_same_precision": run_trainer(config, data, args, precision),
+            "ours": run_ours(config, data, args, compile_=False)}
     if args.compile:
         runs["ours_compiled"] = run_ours(config, data, args, compile_=True)
     for run in runs.values():
         run["tokens_per_s"] = round(tokens / run["seconds"], 1)
-        run["tflops_per_s"] = round(tokens * per_token / run["seconds"] / 1e12, 3)
+        run["tflops_per_s"] = round(tokens * per_token / run["seconds"] / 1e12, 4)
         run["mfu"] = round(run["tflops_per_s"] / peak, 4) if peak else None
         run["seconds"] = round(run["seconds"], 4)
-    best = max((k for k in runs if k != "trainer"), key=lambda k: runs[k]["tokens_per_s"])
+    best = max((k for k in runs if k.startswith("ours")), key=lambda k: runs[k]["tokens_per_s"])
     result = {
-        "benchmark": "bert sequence classification, fine-tuning step throughput",
+        "benchmark": "bert sequence classification, fine-tuning step throughput, one GPU",
         "model": "tiny (smoke)" if args.tiny else "bert-base (random init)", "seq": args.seq, "batch": args.batch,
-        "timed_steps": args.steps, "warmup_steps": args.warmup, "tokens_timed": tokens,
-        "flops_per_token": per_token, "flops_formula": "6·N + 12·L·s·d (N = matmul weights, embeddings excluded)",
-        "matmul_parameters": matmul_parameters(build(config)), "peak_tflops": peak, "peak_note": peak_note,
-        "runs": runs, "speedup_vs_trainer": round(runs[best]["tokens_per_s"] / runs["trainer"]["tokens_per_s"], 2),
-        "best": best,
-        "hardware": {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "timed_steps": args.steps, "warmup_steps": args.warmup, "tokens_timed": tokens, "our_precision": precision,
+        "flops_per_token": per_token, "flops_formula": "mlm_course.bert.flops_per_token: 6·N + 12·L·s·H, N = "
+        "L·(4H² + 2HI) (no MLM head; embeddings are lookups)", "peak_tflops": peak, "peak_note": peak_note,
+        "runs": runs, "best": best,
+        "speedup_vs_trainer_defaults": round(runs[best]["tokens_per_s"] / runs["trainer_defaults"]["tokens_per_s"], 2),
+        "speedup_vs_trainer_same_precision": round(
+            runs[best]["tokens_per_s"] / runs["trainer_same_precision"]["tokens_per_s"], 2),
+        "hardware": {"gpu": gpu, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                      "cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                      "transformers": transformers.__version__},
         "date": time.strftime("%Y-%m-%d %H:%M"),

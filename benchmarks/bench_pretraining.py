@@ -1,37 +1,54 @@
-"""Masked-LM pretraining throughput: our loop vs transformers.Trainer, same model, data and batch, same run.
+"""Masked-LM pretraining throughput: our loop vs transformers.Trainer, same model, data, batches and lengths.
 
-    python benchmarks/bench_pretraining.py                 # small config, 128 × 32, 20 steps each
-    python benchmarks/bench_pretraining.py --quick         # tiny sizes, seconds (CI smoke)
+    python benchmarks/bench_pretraining.py                 # small config, 32 × 128, 20 timed steps each
+    python benchmarks/bench_pretraining.py --quick         # tiny sizes, seconds (CI smoke); writes no results file
 
-Reports tokens/s for (a) our loop with logits only at masked positions, (b) our loop with full logits,
-(c) ``transformers.Trainer`` + ``BertForMaskedLM`` + ``DataCollatorForLanguageModeling`` with default settings,
-the ratios, and our achieved FLOP/s as a fraction of this machine's measured fp32 matmul peak.
+Runs, each on a freshly built (seeded) model, timing ``--steps`` steps after ``--warmup`` untimed ones:
+
+* ``ours`` — :func:`mlm_course.pretraining.pretrain` (the course's :class:`~mlm_course.training.TrainLoop`) at
+  ``--precision`` (auto: bf16 autocast on CPUs with AVX512-BF16 or AMX and on GPUs of compute capability ≥ 8.0),
+  logits only at the masked positions, fused AdamW;
+* ``ours_fp32`` — the same in fp32; ``ours_full_logits`` — at our precision, the vocabulary projection everywhere;
+* ``trainer_defaults`` — ``transformers.Trainer`` + ``BertForMaskedLM`` + ``DataCollatorForLanguageModeling``
+  with default ``TrainingArguments`` (fp32);
+* ``trainer_same_precision`` — the same Trainer with our precision (``bf16=True``), so the ratio to it measures the
+  loop, not the number format.
+
+Achieved FLOP/s use :func:`mlm_course.bert.flops_per_token` (notebook 04's count; the head at the 15 % masked
+positions for ours, everywhere for full logits) against this machine's measured matmul peaks (fp32 and bf16).
+On a GPU only the first one is used (``CUDA_VISIBLE_DEVICES`` pinned).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import tempfile
-import time
-from pathlib import Path
+import timing  # noqa: I001 (first: pins the GPU before torch starts CUDA)
 
-import torch
-from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
-from transformers.utils import logging as hf_logging
+if __name__ == "__main__":
+    timing.pin_one_gpu()
 
-from mlm_course import corpus, tokenization
-from mlm_course.device import machine
-from mlm_course.models import build_model, count_parameters
-from mlm_course.pretraining import MaskSpec, pack_blocks, pretrain
-from mlm_course.training import TrainConfig
+import argparse  # noqa: E402
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+from mlm_course import bert, corpus, tokenization  # noqa: E402
+from mlm_course import device as devices  # noqa: E402
+from mlm_course.models import build_model  # noqa: E402
+from mlm_course.pretraining import MaskSpec, pack_blocks, pretrain  # noqa: E402
+from mlm_course.training import TrainConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "pretraining.json"
+MASK_RATE = 0.15
 
 
-def matmul_peak_gflops(size: int = 1024, repeats: int = 10) -> float:
-    """Best fp32 matmul rate of this machine (GFLOP/s) over a few square products."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_peak_gflops(dtype: torch.dtype = torch.float32, size: int = 2048, repeats: int = 5) -> float:
+    """Best square-matmul rate of this machine's CPU in ``dtype`` (GFLOP/s)."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     a @ b
     best = float("inf")
     for _ in range(repeats):
@@ -41,69 +58,88 @@ def matmul_peak_gflops(size: int = 1024, repeats: int = 10) -> float:
     return 2 * size**3 / best / 1e9
 
 
-def flops_per_token(model, seq_len: int, mask_rate: float, sparse: bool) -> float:
-    """Training FLOPs per token: 6 × (encoder + head-transform parameters) + attention + the vocabulary projection."""
-    cfg = model.config
-    counts = count_parameters(model)
-    dense = counts["encoder"] + cfg.hidden_size * cfg.hidden_size  # head transform
-    attention = 12 * cfg.num_hidden_layers * seq_len * cfg.hidden_size  # QK^T and AV, forward + backward
-    projected = mask_rate if sparse else 1.0
-    return 6 * dense + attention + 6 * cfg.hidden_size * cfg.vocab_size * projected
+def time_ours(args, tok, blocks, precision: str, sparse: bool) -> float:
+    timing.free_memory()
+    model = build_model(args.config, tok, seed=0, max_length=args.seq_len)
+    steps = args.warmup + args.steps
+    config = TrainConfig(steps=steps, batch_size=args.batch_size, lr=1e-4, warmup=0, eval_every=10**9,
+                         save_every=10**9, log_every=args.warmup, device=args.device, precision=precision)
+    result = pretrain(model, tok, blocks, blocks[: args.batch_size], config, spec=MaskSpec(rate=MASK_RATE),
+                      sparse=sparse, progress=False)
+    return timing.seconds_between_logged_steps(result.metrics, args.warmup, steps)
 
 
-def time_ours(model, tok, blocks, steps: int, batch: int, sparse: bool) -> float:
-    config = TrainConfig(steps=steps, batch_size=batch, lr=1e-4, warmup=0, eval_every=10**9, device="cpu")
-    start = time.perf_counter()
-    pretrain(model, tok, blocks, blocks[:batch], config, spec=MaskSpec(), sparse=sparse, progress=False)
-    return time.perf_counter() - start
+def time_trainer(args, tok, blocks, precision: str | None) -> float:
+    from accelerate.state import AcceleratorState
 
-
-def time_trainer(model, tok, blocks, steps: int, batch: int) -> float:
+    AcceleratorState._reset_state(reset_partial_state=True)  # Trainer builds its own Accelerator
+    timing.free_memory()
+    model = build_model(args.config, tok, seed=0, max_length=args.seq_len)
     dataset = [{"input_ids": row} for row in blocks.tolist()]
+    marks: dict[int, float] = {}
+    options = {} if precision in (None, "fp32") else {"bf16": precision == "bf16", "fp16": precision == "fp16"}
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(output_dir=out, per_device_train_batch_size=batch, max_steps=steps, learning_rate=1e-4,
-                                 report_to=[], save_strategy="no", logging_strategy="no", use_cpu=True,
-                                 disable_tqdm=True, dataloader_num_workers=0)
-        trainer = Trainer(model=model, args=args, train_dataset=dataset,
-                          data_collator=DataCollatorForLanguageModeling(tok, mlm_probability=0.15))
-        start = time.perf_counter()
+        targs = TrainingArguments(output_dir=out, per_device_train_batch_size=args.batch_size,
+                                  max_steps=args.warmup + args.steps, learning_rate=1e-4, report_to=[],
+                                  save_strategy="no", logging_strategy="no", disable_tqdm=True,
+                                  use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0, **options)
+        trainer = Trainer(model=model, args=targs, train_dataset=dataset,
+                          data_collator=DataCollatorForLanguageModeling(tok, mlm_probability=MASK_RATE),
+                          callbacks=[timing.step_clock(args.warmup, args.warmup + args.steps, marks)])
         trainer.train()
-        return time.perf_counter() - start
+    return marks[args.warmup + args.steps] - marks[args.warmup]
+
+
+def achieved(config, seq_len: int, tokens: int, seconds: float, sparse: bool) -> float:
+    """GFLOP/s from notebook 04's count, the MLM head at the masked share of positions when ``sparse``."""
+    per_token = bert.flops_per_token(config, seq_len, head_share=MASK_RATE if sparse else 1.0)
+    return per_token * tokens / seconds / 1e9
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="small")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per run")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--precision", choices=devices.PRECISIONS, default="auto", help="our loop's precision")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: the best available)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run; writes no results file")
     args = parser.parse_args()
     if args.quick:
-        args.config, args.steps, args.batch_size, args.seq_len = "tiny", 3, 4, 32
+        args.config, args.steps, args.warmup, args.batch_size, args.seq_len = "tiny", 3, 1, 4, 32
     hf_logging.set_verbosity_error()
     tok = tokenization.course_tokenizer()
     blocks = pack_blocks([corpus.pretraining_text("train", max_chars=2_000_000)], tok, args.seq_len)
+    kind = devices.pick_device_type(args.device).split(":")[0]
+    precision = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[
+        devices.precision_dtype(kind, args.precision)]
     tokens = args.steps * args.batch_size * args.seq_len
-    seconds = {}
-    for name, run in [
-        ("ours_sparse_logits", lambda m: time_ours(m, tok, blocks, args.steps, args.batch_size, sparse=True)),
-        ("ours_full_logits", lambda m: time_ours(m, tok, blocks, args.steps, args.batch_size, sparse=False)),
-        ("transformers_trainer", lambda m: time_trainer(m, tok, blocks, args.steps, args.batch_size)),
-    ]:
-        seconds[name] = run(build_model(args.config, tok, seed=0, max_length=args.seq_len))
-    peak = matmul_peak_gflops()
-    model = build_model(args.config, tok, max_length=args.seq_len)
-    achieved = flops_per_token(model, args.seq_len, 0.15, sparse=True) * tokens / seconds["ours_sparse_logits"] / 1e9
+    seconds = {
+        "ours": time_ours(args, tok, blocks, precision, sparse=True),
+        "ours_fp32": time_ours(args, tok, blocks, "fp32", sparse=True),
+        "ours_full_logits": time_ours(args, tok, blocks, precision, sparse=False),
+        "trainer_defaults": time_trainer(args, tok, blocks, None),
+        "trainer_same_precision": time_trainer(args, tok, blocks, precision),
+    }
+    config = build_model(args.config, tok, max_length=args.seq_len).config
+    peaks = {"fp32": matmul_peak_gflops(torch.float32), "bf16": matmul_peak_gflops(torch.bfloat16)}
+    ours_gflops = achieved(config, args.seq_len, tokens, seconds["ours"], sparse=True)
     result = {
-        "config": args.config, "steps": args.steps, "batch_size": args.batch_size, "seq_len": args.seq_len,
+        "config": args.config, "timed_steps": args.steps, "warmup_steps": args.warmup, "batch_size": args.batch_size,
+        "seq_len": args.seq_len, "device": kind, "our_precision": precision,
         "tokens_per_second": {k: round(tokens / v) for k, v in seconds.items()},
-        "speedup_vs_trainer": round(seconds["transformers_trainer"] / seconds["ours_sparse_logits"], 2),
-        "sparse_vs_full_logits": round(seconds["ours_full_logits"] / seconds["ours_sparse_logits"], 2),
-        "fp32_matmul_peak_gflops": round(peak, 1),
-        "ours_achieved_gflops": round(achieved, 1),
-        "fraction_of_peak": round(achieved / peak, 3),
-        "machine": {**machine("cpu"), "date": time.strftime("%Y-%m-%d")},
+        "speedup_vs_trainer_defaults": round(seconds["trainer_defaults"] / seconds["ours"], 2),
+        "speedup_vs_trainer_same_precision": round(seconds["trainer_same_precision"] / seconds["ours"], 2),
+        "speedup_fp32_vs_trainer_defaults": round(seconds["trainer_defaults"] / seconds["ours_fp32"], 2),
+        "sparse_vs_full_logits": round(seconds["ours_full_logits"] / seconds["ours"], 2),
+        "cpu_matmul_peak_gflops": {k: round(v, 1) for k, v in peaks.items()},
+        "ours_achieved_gflops": round(ours_gflops, 1),
+        "fraction_of_peak": round(ours_gflops / peaks["bf16" if precision == "bf16" else "fp32"], 3)
+        if kind == "cpu" else None,
+        "flops_formula": "mlm_course.bert.flops_per_token(config, seq_len, head_share=0.15)",
+        "machine": {**devices.machine(kind), "date": time.strftime("%Y-%m-%d")},
     }
     print(json.dumps(result, indent=2))
     if not args.quick:

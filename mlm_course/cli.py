@@ -13,8 +13,6 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 
 def _mix(text: str) -> tuple[float, float, float]:
     try:
@@ -27,6 +25,7 @@ def _mix(text: str) -> tuple[float, float, float]:
 
 
 def _add_pretrain(sub) -> None:
+    from mlm_course.device import PRECISIONS
     from mlm_course.models import CONFIGS
 
     p = sub.add_parser(
@@ -34,7 +33,9 @@ def _add_pretrain(sub) -> None:
         help="pretrain a BERT masked-LM from scratch on the course corpus",
         description="Pretrain a BERT masked language model from scratch on the shipped corpus (Austen + Wikipedia "
         "sample) with the course's WordPiece vocabulary. Writes checkpoints, metrics.jsonl, results.json and the "
-        "final model (save_pretrained folder) to --out. Re-run with --resume to continue a killed run.",
+        "final model (save_pretrained folder) to --out. Re-run with --resume to continue a killed run. Runs "
+        "unchanged under `accelerate launch --multi_gpu --num_processes N -m mlm_course.cli pretrain ...` (each "
+        "process trains on its own batches of --batch-size; only the main process writes).",
     )
     p.add_argument("--config", choices=sorted(CONFIGS), default="small", help="model size (default: small)")
     p.add_argument("--out", required=True, type=Path, help="output folder")
@@ -57,10 +58,18 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--full-logits", action="store_true", help="project every position to the vocabulary (slower)")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--save-every", type=int, default=500)
+    p.add_argument("--corpus", choices=("course", "reviews"), default="course",
+                   help="training text: the course corpus (Austen + Wikipedia), or the unlabelled sentences of the "
+                        "movie-review train split for domain-adaptive continued pretraining with --init-from "
+                        "(never the dev or test sentences); held-out evaluation stays on the course corpus")
     p.add_argument("--max-chars", type=int, default=None,
                    help="use only this much training text (and a tenth of it of held-out text), for smoke runs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="auto: bf16 on GPUs of compute capability ≥ 8.0 and on CPUs with AVX512-BF16 or AMX, "
+                        "fp16 + loss scaling on older GPUs, fp32 on other CPUs")
+    p.add_argument("--compile", action="store_true", help="torch.compile the training step (slow first steps)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from this saved model ('course' or a folder) instead of random weights "
@@ -88,6 +97,9 @@ def _calibrate_steps(model, tokenizer, blocks, config, spec, sparse: bool, minut
 
 
 def cmd_pretrain(args) -> int:
+    import torch
+    from accelerate.utils import broadcast_object_list
+
     from mlm_course import corpus, tokenization
     from mlm_course import device as devices
     from mlm_course.models import CONFIGS, build_model, count_parameters, load_for_training, stack_layers
@@ -98,14 +110,16 @@ def cmd_pretrain(args) -> int:
         raise SystemExit("--stack-to grows a trained model: use it with --init-from")
     out = check_output_dir(args.out)
     tokenizer = tokenization.course_tokenizer()
-    train_text = [corpus.pretraining_text("train", max_chars=args.max_chars)]
+    train_text = [corpus.pretraining_text("train", max_chars=args.max_chars) if args.corpus == "course"
+                  else corpus.review_training_text(max_chars=args.max_chars)]
     heldout_text = [corpus.pretraining_text("heldout", max_chars=args.max_chars and max(args.max_chars // 10, 1))]
     train_blocks = pack_blocks(train_text, tokenizer, args.seq_len)
     eval_blocks = pack_blocks(heldout_text, tokenizer, args.seq_len)
     spec = MaskSpec(rate=args.mask_rate, mix=args.mask_mix, scheme=args.scheme)
     dropout = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout}
     if args.init_from:
-        model = load_for_training(args.init_from, tokenizer, max_length=args.seq_len, **dropout)
+        # fp32 whatever the folder stores (transformers 5 keeps a bf16 checkpoint in bf16); autocast does the rest
+        model = load_for_training(args.init_from, tokenizer, max_length=args.seq_len, dtype=torch.float32, **dropout)
         args.config = next((name for name, sizes in CONFIGS.items()
                             if all(getattr(model.config, k) == v for k, v in sizes.items())), "custom")
         if args.stack_to:
@@ -116,21 +130,28 @@ def cmd_pretrain(args) -> int:
     config = TrainConfig(
         steps=args.steps or 1000, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
         warmup=args.warmup, weight_decay=args.weight_decay, eval_every=args.eval_every, save_every=args.save_every,
-        seed=args.seed, device=args.device, minutes=args.minutes,
+        seed=args.seed, device=args.device, precision=args.precision, compile=args.compile, minutes=args.minutes,
         extra={"model": args.config, "seq_len": args.seq_len, "mask": vars(spec) | {"mix": list(spec.mix)},
                "sparse_logits": not args.full_logits, "dropout": args.dropout,
-               "init_from": args.init_from, "stack_to": args.stack_to, "short_seq_prob": args.short_seq_prob},
+               "init_from": args.init_from, "stack_to": args.stack_to, "short_seq_prob": args.short_seq_prob,
+               "corpus": args.corpus},
     )
+    accelerator = devices.make_accelerator(args.device, args.precision)
+    main = accelerator.is_main_process
     plan_file = out / "plan.json"
     if args.resume and plan_file.exists():
         config.steps = json.loads(plan_file.read_text())["steps"]
     elif args.minutes is not None:
-        config.steps = _calibrate_steps(model, tokenizer, train_blocks, config, spec, not args.full_logits, args.minutes)
-    write_json_atomic(plan_file, {"steps": config.steps})
-    print(f"{args.config}: {count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
+        steps = _calibrate_steps(model, tokenizer, train_blocks, config, spec, not args.full_logits, args.minutes)
+        config.steps = broadcast_object_list([steps])[0]  # every process runs the main process's count
+    if main:
+        write_json_atomic(plan_file, {"steps": config.steps})
+    accelerator.print(f"{args.config}: {count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
           f"{len(eval_blocks):,} held-out sequences of {args.seq_len}; {config.steps:,} steps", flush=True)
     result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, spec=spec, sparse=not args.full_logits,
                       short_share=args.short_seq_prob, out_dir=out, resume=args.resume, progress=not args.no_progress)
+    if not main:
+        return 0
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     evals = [m for m in result.metrics if m["split"] == "eval"]
@@ -138,7 +159,9 @@ def cmd_pretrain(args) -> int:
                                 tokenizer.all_special_ids)
     summary = {
         "config": args.config, "parameters": count_parameters(model), "steps": result.steps_done,
-        "tokens_seen": result.steps_done * config.batch_size * config.grad_accum * args.seq_len,
+        "tokens_seen": result.steps_done * config.batch_size * config.grad_accum * accelerator.num_processes
+        * args.seq_len,
+        "processes": accelerator.num_processes,
         "seconds": round(result.seconds, 1), "heldout": evals[-1] if evals else None, "unigram_baseline": baseline,
         "train_config": vars(config) | {"betas": list(config.betas)},
         "machine": devices.machine(next(model.parameters()).device.type),
@@ -179,7 +202,8 @@ def _add_finetune(sub) -> None:
     p.add_argument("--train-examples", type=int, default=None, help="use a seeded subset of the training set")
     p.add_argument("--eval-examples", type=int, default=None, help="use a seeded subset of dev and test")
     p.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto: bf16 on GPUs that have it, fp16 on older GPUs, fp32 on CPU")
+                   help="auto: bf16 on GPUs of compute capability ≥ 8.0 and on CPUs with AVX512-BF16 or AMX, "
+                        "fp16 + loss scaling on older GPUs, fp32 on other CPUs")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU; slow first steps)")
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--allow-hub", action="store_true", help="allow downloading --model from the Hugging Face hub")
@@ -197,7 +221,6 @@ def cmd_finetune(args) -> int:
         epochs=args.epochs, max_steps=args.max_steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
         lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, eval_every=args.eval_every,
         patience=args.patience, seed=args.seed, device=args.device, precision=args.precision, compile=args.compile,
-        pad_to_multiple_of=8 if torch.cuda.is_available() else None,
     )
     result = run(args.model, config, max_length=args.max_length, train_examples=args.train_examples,
                  eval_examples=args.eval_examples, out_dir=args.out, allow_hub=args.allow_hub or None,

@@ -1,7 +1,9 @@
-"""Pick the device (cuda / mps / cpu) and the autocast dtype that matches it.
+"""Pick the device (cuda / mps / cpu), the autocast dtype that matches it, and the ``accelerate.Accelerator``.
 
 nanoGPT-style: one call at the top of a notebook or script, overridable by argument or by the
-``MLM_COURSE_DEVICE`` environment variable. Every branch is tested by simulating availability.
+``MLM_COURSE_DEVICE`` environment variable. ``auto`` precision: bf16 on GPUs of compute capability ≥ 8.0 and on
+CPUs that multiply bf16 in hardware (AVX512-BF16 or AMX), fp16 + loss scaling on older GPUs, fp32 on other CPUs.
+Every branch is tested by simulating availability.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import torch
 
 DEVICE_ENV_VAR = "MLM_COURSE_DEVICE"
 _KNOWN = ("cuda", "mps", "cpu")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: CPU feature flags (Linux /proc/cpuinfo names) whose presence means bf16 matmuls run in hardware.
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 
 
 @dataclass(frozen=True)
@@ -70,16 +75,61 @@ def pick_device_type(prefer: str | None = None) -> str:
     return "cpu"
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux reports them (empty elsewhere, where auto precision stays fp32)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_has_bf16() -> bool:
+    """True when the CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where bf16 autocast pays."""
+    return bool(cpu_flags() & set(CPU_BF16_FLAGS))
+
+
+def cuda_has_bf16(index: int | None = None) -> bool:
+    """bf16 tensor cores: compute capability 8.0 (Ampere) or newer.
+
+    Not ``torch.cuda.is_bf16_supported()``: in torch 2.13 it also counts emulation and says True on T4 / V100.
+    """
+    return tuple(torch.cuda.get_device_capability(index)) >= (8, 0)
+
+
 def autocast_dtype_for(device_type: str, *, mixed_precision: bool = True) -> torch.dtype | None:
-    """bf16 where the device supports it, else fp16 (CUDA before Ampere, MPS without bf16), None on CPU."""
+    """The ``auto`` choice: bf16 where the hardware has it, fp16 on CUDA before Ampere, None (fp32) otherwise."""
     kind = device_type.split(":")[0]
-    if not mixed_precision or kind == "cpu":
+    if not mixed_precision:
         return None
+    if kind == "cpu":
+        return torch.bfloat16 if cpu_has_bf16() else None
     if kind == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if cuda_has_bf16() else torch.float16
     if kind == "mps":
         return torch.bfloat16 if _mps_bf16_supported() else torch.float16
     raise ValueError(f"unknown device type {device_type!r}")
+
+
+def precision_dtype(device_type: str, precision: str = "auto") -> torch.dtype | None:
+    """The autocast dtype for ``precision`` (auto, fp32, bf16, fp16) on ``device_type``; None means fp32."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+    kind = device_type.split(":")[0]
+    if precision == "auto":
+        return autocast_dtype_for(device_type)
+    if precision == "fp32":
+        return None
+    if precision == "bf16":
+        if kind == "cuda" and not cuda_has_bf16():
+            raise ValueError("this GPU has no bf16 tensor cores (compute capability < 8.0): use --precision fp16 or auto")
+        return torch.bfloat16
+    if kind == "cpu":
+        raise ValueError("fp16 autocast needs a GPU (CUDA or MPS); on a CPU use --precision fp32 (or bf16)")
+    return torch.float16
 
 
 def _mps_bf16_supported() -> bool:
@@ -90,16 +140,71 @@ def _mps_bf16_supported() -> bool:
     return True
 
 
-def choose(prefer: str | None = None, *, mixed_precision: bool = True) -> DeviceChoice:
-    """The device and precision to use; see :func:`pick_device_type` and :func:`autocast_dtype_for`."""
+def choose(prefer: str | None = None, *, mixed_precision: bool = True, precision: str = "auto") -> DeviceChoice:
+    """The device and precision to use; see :func:`pick_device_type` and :func:`precision_dtype`."""
     device_type = pick_device_type(prefer)
-    dtype = autocast_dtype_for(device_type, mixed_precision=mixed_precision)
+    dtype = precision_dtype(device_type, precision if mixed_precision else "fp32")
     return DeviceChoice(torch.device(device_type), dtype, needs_grad_scaler=dtype is torch.float16)
+
+
+def make_accelerator(device: str | None = None, precision: str = "auto", *, grad_accum: int = 1):
+    """An ``accelerate.Accelerator`` for ``device`` (default: the best available) and ``precision`` (see
+    :func:`precision_dtype`): batches copied without waiting on CUDA; under ``accelerate launch`` each process
+    gets its own GPU.
+
+    accelerate keeps one state per process: a second accelerator with other settings would silently keep the
+    first one's device (a CPU one made before, say), so a single process starts the state afresh when it differs.
+    """
+    from accelerate import Accelerator, DataLoaderConfiguration, PartialState
+    from accelerate.state import AcceleratorState
+
+    kind = pick_device_type(device).split(":")[0]
+    mixed = {None: "no", torch.bfloat16: "bf16", torch.float16: "fp16"}[precision_dtype(kind, precision)]
+    if PartialState._shared_state and PartialState().num_processes == 1:
+        cpu_before = PartialState._shared_state.get("_cpu")
+        mixed_before = AcceleratorState._shared_state.get("_mixed_precision", mixed)
+        if cpu_before != (kind == "cpu") or mixed_before != mixed:
+            AcceleratorState._reset_state(reset_partial_state=True)
+    return Accelerator(cpu=kind == "cpu", mixed_precision=mixed, gradient_accumulation_steps=grad_accum,
+                       dataloader_config=DataLoaderConfiguration(non_blocking=kind == "cuda"))
+
+
+def describe_accelerator(accelerator, *, tf32: bool = False, compiled: bool = False) -> str:
+    """One line: device, precision, processes, TF32, torch.compile."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(accelerator.mixed_precision))
+    line = DeviceChoice(accelerator.device, dtype, dtype is torch.float16).describe()
+    if dtype is torch.float16:
+        line += " + loss scaling"
+    if accelerator.device.type == "cuda":
+        line += f", TF32 {'on' if tf32 else 'off'}"
+    return f"{line}, processes: {accelerator.num_processes}, torch.compile: {'on' if compiled else 'off'}"
+
+
+def lean_batch(batch: dict[str, torch.Tensor], *, sdpa: bool = True) -> dict[str, torch.Tensor]:
+    """A batch ready for the device, checked on the host: an attention mask without padding is left out, and
+    with SDPA attention a padded one becomes the 4-D boolean mask transformers would build (it checks a 2-D mask
+    with ``mask.all()`` on the device, a wait for the GPU at every step)."""
+    mask = batch.get("attention_mask")
+    if mask is None or mask.dim() != 2:
+        return batch
+    batch = dict(batch)
+    if bool(mask.all()):
+        del batch["attention_mask"]
+    elif sdpa:
+        batch["attention_mask"] = mask.bool()[:, None, None, :]
+    return batch
+
+
+def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """Tensors onto ``device``; on CUDA through pinned memory without waiting (``non_blocking``)."""
+    if device.type != "cuda":
+        return {k: v.to(device) for k, v in batch.items()}
+    return {k: (v.pin_memory() if v.device.type == "cpu" else v).to(device, non_blocking=True) for k, v in batch.items()}
 
 
 def enable_tf32() -> bool:
     """Allow TF32 matmuls on Ampere or newer CUDA GPUs; returns whether it was enabled."""
-    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:
+    if torch.cuda.is_available() and cuda_has_bf16():
         torch.set_float32_matmul_precision("high")  # TF32 tensor cores for fp32 matmuls
         return True
     return False

@@ -5,20 +5,17 @@
   for the same architecture with fresh weights (the "no pretraining" baseline).
 * :func:`encode`, :func:`sentiment_data` — token ids without padding; :class:`LengthBucketSampler` +
   :func:`pad_batch` — batches of similar lengths, each padded only to its own longest sequence.
-* :func:`fit` — AdamW (decay groups), linear warm-up/decay, clipping, accumulation, mixed precision and several
-  processes through ``accelerate.Accelerator``; evaluates on dev, keeps the best weights, stops early.
+* :func:`fit` — the course's one training loop (:class:`mlm_course.training.TrainLoop`: AdamW, warm-up/decay,
+  clipping, accumulation, mixed precision, several processes through ``accelerate launch``) on length-bucketed
+  batches; evaluates on dev, keeps the best weights, stops early.
 * :func:`evaluate`, :func:`classification_metrics`, :func:`confident_mistakes`, :func:`predict`,
   :func:`head_by_hand` — what the notebook measures; :func:`bag_of_words_baseline` — TF-IDF + logistic regression.
 * :func:`run` — load, fit, evaluate on dev and test, write ``results.json``: what the CLI and the comparison call.
 
-The loop is separate from :class:`mlm_course.training.Trainer` because it must run unchanged under
-``accelerate launch`` on several processes; the schedule, the parameter groups, the seeds and the atomic
-writes are the ones in :mod:`mlm_course.training`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -42,19 +39,11 @@ from transformers import (
 
 from mlm_course import corpus, models, tokenization
 from mlm_course import device as devices
-from mlm_course.training import (
-    METRICS_FILE,
-    check_output_dir,
-    linear_schedule,
-    parameter_groups,
-    step_generator,
-    step_seed,
-    write_json_atomic,
-)
+from mlm_course.training import TrainConfig, TrainLoop, step_generator, write_json_atomic
 
 LABEL_NAMES = ("negative", "positive")
 MIN_MAX_LENGTH = 8
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+PRECISIONS = devices.PRECISIONS
 RANDOM_PREFIX = "random:"
 BEST_DIR = "best"
 RESULTS_FILE = "results.json"
@@ -119,7 +108,10 @@ def load_classifier(
                 source = models.resolve(name, allow_hub=allow_hub)
                 try:
                     tokenizer = AutoTokenizer.from_pretrained(source)
-                    model = AutoModelForSequenceClassification.from_pretrained(source, **label_kw)
+                    # fp32 whatever the folder stores (transformers 5 keeps a bf16 checkpoint in bf16): autocast
+                    # gives the speed, fp32 master weights the accuracy
+                    model = AutoModelForSequenceClassification.from_pretrained(source, dtype=torch.float32,
+                                                                               **label_kw)
                 except OSError as exc:  # the hub path without network
                     raise ConnectionError(f"could not load {source!r} ({exc}); check the network") from exc
     finally:
@@ -283,50 +275,9 @@ def make_loader(data: Encoded, pad_token_id: int, batch_size: int, *, shuffle: b
 # ---- device and precision ------------------------------------------------------------------------------------------
 
 
-def make_accelerator(device: str | None = None, precision: str = "auto", *, grad_accum: int = 1):
-    """An ``accelerate.Accelerator`` for ``device`` (default: the best available) and ``precision``.
-
-    ``auto``: bf16 autocast on GPUs that have it, fp16 + loss scaling on older GPUs, fp32 on CPU (see
-    :func:`mlm_course.device.choose`). Under ``accelerate launch`` each process gets its own GPU.
-    """
-    from accelerate import Accelerator, PartialState
-    from accelerate.state import AcceleratorState
-
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
-    choice = devices.choose(device, mixed_precision=precision != "fp32")
-    kind = choice.type
-    if precision == "auto":
-        mixed = {None: "no", torch.bfloat16: "bf16", torch.float16: "fp16"}[choice.autocast_dtype]
-    elif precision == "fp32":
-        mixed = "no"
-    elif precision == "bf16":
-        if kind == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ValueError("this GPU has no bf16 support (pre-Ampere): use --precision fp16 or auto")
-        mixed = "bf16"
-    else:
-        if kind == "cpu":
-            raise ValueError("fp16 autocast needs a GPU (CUDA or MPS); on a CPU use --precision fp32 (or bf16)")
-        mixed = "fp16"
-    kwargs = {"cpu": kind == "cpu", "mixed_precision": mixed, "gradient_accumulation_steps": grad_accum}
-    try:
-        return Accelerator(**kwargs)
-    except ValueError as exc:  # one process, a second run with other settings: start the state afresh
-        if "already been initialized" not in str(exc) or PartialState().num_processes > 1:
-            raise
-        AcceleratorState._reset_state()
-        return Accelerator(**kwargs)
-
-
-def describe_accelerator(accelerator, *, tf32: bool = False, compiled: bool = False) -> str:
-    """One line: device, precision, processes, TF32, torch.compile."""
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(str(accelerator.mixed_precision))
-    line = devices.DeviceChoice(accelerator.device, dtype, dtype is torch.float16).describe()
-    if dtype is torch.float16:
-        line += " + loss scaling"
-    if accelerator.device.type == "cuda":
-        line += f", TF32 {'on' if tf32 else 'off'}"
-    return f"{line}, processes: {accelerator.num_processes}, torch.compile: {'on' if compiled else 'off'}"
+#: Built in :mod:`mlm_course.device`; here because the notebook and older code call them from this module.
+make_accelerator = devices.make_accelerator
+describe_accelerator = devices.describe_accelerator
 
 
 def hardware(accelerator=None) -> dict:
@@ -465,7 +416,7 @@ class FinetuneConfig:
     device: str | None = None
     precision: str = "auto"
     compile: bool = False
-    pad_to_multiple_of: int | None = None  # 8 helps tensor cores on GPUs
+    pad_to_multiple_of: int | None = None  # None: 8 on CUDA (tensor cores), none elsewhere; 1: never round
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
@@ -536,6 +487,43 @@ def _better(row: dict, best: dict, loss_tolerance: float = 1e-4) -> bool:
     return row["loss"] < best["loss"] - loss_tolerance
 
 
+def padding_multiple(config: FinetuneConfig, device_type: str) -> int | None:
+    """Batch widths are rounded up to this: ``config.pad_to_multiple_of`` when set (0 or 1: no rounding), else 8
+    on CUDA (tensor cores want dimensions divisible by 8) and none elsewhere."""
+    if config.pad_to_multiple_of is not None:
+        return config.pad_to_multiple_of if config.pad_to_multiple_of > 1 else None
+    return 8 if device_type == "cuda" else None
+
+
+class RunBatches:
+    """Training micro-batch ``g`` of a run (counted over steps and slots, epoch after epoch): the length-bucketed
+    batches of epoch ``g // per_epoch`` in the sampler's seeded order, padded by :func:`pad_batch`.
+
+    ``min_rows=2`` pads a batch of one with a copy whose label is ignored (-100): ``torch.compile`` specialises
+    on a batch dimension of 1 and would compile the step again.
+    """
+
+    def __init__(self, data: Encoded, batch_size: int, *, seed: int, pad_token_id: int,
+                 pad_to_multiple_of: int | None = None, min_rows: int = 1):
+        self.data, self.min_rows = data, min_rows
+        self.sampler = LengthBucketSampler(data.lengths, batch_size, seed=seed, shuffle=True)
+        self.per_epoch = len(self.sampler)
+        self.collate = partial(pad_batch, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
+        self._epoch, self._batches = None, []
+
+    def __call__(self, g: int) -> dict[str, torch.Tensor]:
+        epoch, position = divmod(g, self.per_epoch)
+        if epoch != self._epoch:
+            self.sampler.set_epoch(epoch)
+            self._epoch, self._batches = epoch, list(self.sampler)
+        rows = [{"input_ids": self.data.input_ids[i], "label": self.data.labels[i], "index": i}
+                for i in self._batches[position]]
+        rows += [{**rows[0], "label": -100, "index": -1}] * (self.min_rows - len(rows))
+        batch = self.collate(rows)
+        batch.pop("index")
+        return batch
+
+
 def fit(
     model: PreTrainedModel,
     train: Encoded,
@@ -549,131 +537,74 @@ def fit(
     verbose: bool = True,
     accelerator=None,
 ) -> FitResult:
-    """Fine-tune ``model`` on ``train``; evaluate on ``dev``, keep the best weights, stop after ``patience``.
+    """Fine-tune ``model`` on ``train`` with :class:`mlm_course.training.TrainLoop`; evaluate on ``dev``, keep the
+    best weights, stop after ``patience`` evaluations without gain.
 
     With ``out_dir`` the main process writes ``metrics.jsonl`` and the best model (``best/``, save_pretrained,
-    with ``tokenizer``) atomically. Runs as is under ``accelerate launch`` (each process sees its shard).
+    with ``tokenizer``) atomically. Runs as is under ``accelerate launch`` (each process trains on its own
+    micro-batches; dev is scored in shards and gathered, so every process takes the same decisions).
     """
-    from tqdm.auto import tqdm
-
     if len(train) < 1:
         raise ValueError("the training split is empty: pass at least one example")
     if config.patience is not None and dev is None:
         raise ValueError("early stopping needs a dev split: pass dev=... or set patience=None")
-    accelerator = accelerator or make_accelerator(config.device, config.precision, grad_accum=config.grad_accum)
+    accelerator = accelerator or make_accelerator(config.device, config.precision)
     main = accelerator.is_main_process
-    out = check_output_dir(out_dir) if out_dir is not None and main else (Path(out_dir) if out_dir else None)
-    tf32 = devices.enable_tf32() if accelerator.device.type == "cuda" else False
-    description = describe_accelerator(accelerator, tf32=tf32, compiled=config.compile)
-    if verbose:
-        accelerator.print(description, flush=True)
-    torch.manual_seed(step_seed(config.seed, 0, 1000))  # dropout
-    on_cuda = accelerator.device.type == "cuda"
-    train_loader = make_loader(train, pad_token_id, config.batch_size, shuffle=True, seed=config.seed,
-                               pad_to_multiple_of=config.pad_to_multiple_of, pin_memory=on_cuda)
-    sampler = train_loader.batch_sampler
-    dev_loader = (make_loader(dev, pad_token_id, config.eval_batch_size, shuffle=False,
-                              pad_to_multiple_of=config.pad_to_multiple_of, pin_memory=on_cuda)
-                  if dev is not None else None)
-    num_labels = model.config.num_labels
-    model = model.to(accelerator.device)
-    optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.betas,
-                                  eps=config.eps, **({"fused": True} if on_cuda else {}))
-    model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
-    if dev_loader is not None:
-        dev_loader = accelerator.prepare(dev_loader)
-    if config.compile:
-        model = torch.compile(model, dynamic=True)
-    per_epoch = math.ceil(len(train_loader) / config.grad_accum)
-    total = per_epoch * config.epochs if config.max_steps is None else min(per_epoch * config.epochs, config.max_steps)
-    warmup = int(config.warmup * total) if config.warmup < 1 else int(config.warmup)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer.optimizer, linear_schedule(warmup, total))
+    out = Path(out_dir) if out_dir is not None else None
+    slots = config.grad_accum * accelerator.num_processes
+    multiple = padding_multiple(config, accelerator.device.type)
+    batches = RunBatches(train, config.batch_size, seed=config.seed, pad_token_id=pad_token_id,
+                         pad_to_multiple_of=multiple, min_rows=2 if config.compile else 1)
+    per_epoch = math.ceil(batches.per_epoch / slots)
+    total = math.ceil(batches.per_epoch * config.epochs / slots)
+    total = total if config.max_steps is None else min(total, config.max_steps)
+    if model.config.num_labels > 1 and model.config.problem_type is None:
+        model.config.problem_type = "single_label_classification"  # else set at the first forward: a recompile
+    loop_config = TrainConfig(
+        steps=total, batch_size=config.batch_size, grad_accum=config.grad_accum, lr=config.lr, warmup=config.warmup,
+        weight_decay=config.weight_decay, betas=config.betas, eps=config.eps, grad_clip=config.grad_clip,
+        eval_every=config.eval_every or per_epoch, save_every=10**9, log_every=config.log_every, seed=config.seed,
+        device=config.device, precision=config.precision, compile=config.compile)
+    dev_loader = None
+    if dev is not None:
+        dev_loader = accelerator.prepare(make_loader(
+            dev, pad_token_id, config.eval_batch_size, shuffle=False, pad_to_multiple_of=multiple,
+            pin_memory=accelerator.device.type == "cuda"))
+    best: dict[str, Any] = {"row": None, "state": None, "dir": None, "since": 0}
 
-    metrics: list[dict] = []
-    if out is not None and main:
-        (out / METRICS_FILE).write_text("")
+    def evaluate_dev(m) -> dict:
+        log_probs = _score(m, dev_loader, len(dev), m.config.num_labels, accelerator)
+        metrics = classification_metrics(dev.labels, log_probs.argmax(-1).tolist(), log_probs.shape[1])
+        return {"loss": float(F.nll_loss(log_probs, torch.tensor(dev.labels))), **metrics}
 
-    def log(row: dict) -> None:
-        metrics.append(row)
-        if out is not None and main:
-            with open(out / METRICS_FILE, "a") as handle:
-                handle.write(json.dumps(row) + "\n")
-
-    best_row, best_state, best_dir, since_best = None, None, None, 0
-    step, stopped_early, start = 0, False, time.perf_counter()
-    running, running_n = torch.zeros((), device=accelerator.device), 0
-
-    def run_dev(epoch: float) -> bool:
-        """Evaluate on dev, keep the best; True when patience is exhausted."""
-        nonlocal best_row, best_state, best_dir, since_best
-        log_probs = _score(model, dev_loader, len(dev), num_labels, accelerator)
-        row = classification_metrics(dev.labels, log_probs.argmax(-1).tolist(), log_probs.shape[1])
-        row = {"step": step, "epoch": round(epoch, 3), "split": "dev", "loss": float(F.nll_loss(
-            log_probs, torch.tensor(dev.labels))), **row, "seconds": round(time.perf_counter() - start, 4)}
-        log(row)
-        if best_row is None or _better(row, best_row):
-            best_row, since_best = row, 0
-            unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False)
-            best_state = {k: v.detach().to("cpu", copy=True) for k, v in unwrapped.state_dict().items()}
+    def keep_best(row: dict) -> bool:
+        """Keep the best dev row and weights; True when patience is exhausted."""
+        if best["row"] is None or _better(row, best["row"]):
+            best.update(row=row, since=0)
+            best["state"] = {k: v.detach().to("cpu", copy=True) for k, v in loop.model.state_dict().items()}
             if out is not None and main:
-                best_dir = _save_best(unwrapped, tokenizer, out, row)
+                best["dir"] = _save_best(loop.model, tokenizer, out, row)
         else:
-            since_best += 1
-        return config.patience is not None and since_best >= config.patience
+            best["since"] += 1
+        return config.patience is not None and best["since"] >= config.patience
 
-    bar = tqdm(total=total, disable=not (progress and main), desc="fine-tuning", leave=False)
-    model.train()
-    last_eval_step = -1
-    epoch = 0
-    while step < total and not stopped_early:
-        sampler.set_epoch(epoch)
-        for micro, batch in enumerate(train_loader):
-            batch.pop("index")
-            with accelerator.accumulate(model):
-                loss = model(**batch).loss
-                accelerator.backward(loss)
-                grad_norm = None
-                if accelerator.sync_gradients and config.grad_clip is not None:
-                    grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.grad_clip)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            running += loss.detach()
-            running_n += 1
-            if not accelerator.sync_gradients:
-                continue
-            lr = scheduler.get_last_lr()[0]
-            scheduler.step()
-            step += 1
-            bar.update(1)
-            position = epoch + (micro + 1) / len(train_loader)
-            if step % config.log_every == 0 or step == total:
-                mean_loss = float(accelerator.reduce(running, reduction="mean")) / running_n
-                row = {"step": step, "epoch": round(position, 3), "split": "train", "loss": mean_loss, "lr": lr,
-                       "seconds": round(time.perf_counter() - start, 4)}
-                if grad_norm is not None:
-                    row["grad_norm"] = float(grad_norm)
-                log(row)
-                bar.set_postfix(loss=f"{mean_loss:.3f}")
-                running, running_n = torch.zeros((), device=accelerator.device), 0
-            if dev_loader is not None and config.eval_every and step % config.eval_every == 0:
-                last_eval_step = step
-                stopped_early = run_dev(position)
-            if step >= total or stopped_early:
-                break
-        epoch += 1
-        if dev_loader is not None and last_eval_step != step and not stopped_early:
-            last_eval_step = step
-            stopped_early = run_dev(position)
-    bar.close()
-    stopped_early = stopped_early and step < total
-    seconds = time.perf_counter() - start
-    unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False)
-    if best_state is not None:
-        unwrapped.load_state_dict(best_state)
-    unwrapped.eval()
-    accelerator.wait_for_everyone()
-    return FitResult(unwrapped, step, round(position, 3), best_row["step"] if best_row else None, best_row,
-                     stopped_early, seconds, metrics, description, accelerator, best_dir)
+    loop = TrainLoop(
+        model, loop_config, batch_for_step=lambda step, slot: batches(step * slots + slot),
+        compute_loss=lambda m, batch: (m(**batch).loss, {}),
+        evaluate=evaluate_dev if dev is not None else None, after_evaluation=keep_best,
+        out_dir=out, checkpoints=False, eval_split="dev", progress=progress, accelerator=accelerator,
+        annotate=lambda step: {"epoch": round(step * slots / batches.per_epoch, 3)})
+    if verbose:
+        accelerator.print(loop.description, flush=True)
+    done = loop.train()
+    model = loop.model
+    if best["state"] is not None:
+        model.load_state_dict(best["state"])
+    model.eval()
+    row = best["row"]
+    return FitResult(model, done.steps_done, round(done.steps_done * slots / batches.per_epoch, 3),
+                     row["step"] if row else None, row, done.stopped_early, done.seconds, done.metrics,
+                     loop.description, accelerator, best["dir"])
 
 
 # ---- baseline ----------------------------------------------------------------------------------------------------------
@@ -745,7 +676,7 @@ def run(
     dev = sentiment_data(tokenizer, "dev", max_length=max_length, examples=eval_examples, seed=config.seed)
     test = sentiment_data(tokenizer, "test", max_length=max_length, examples=eval_examples, seed=config.seed)
     parameters = sum(p.numel() for p in model.parameters())
-    accelerator = make_accelerator(config.device, config.precision, grad_accum=config.grad_accum)
+    accelerator = make_accelerator(config.device, config.precision)
     if verbose:
         accelerator.print(f"{name}: {parameters:,} parameters; {len(train):,} training, {len(dev):,} dev and "
                           f"{len(test):,} test sentences", flush=True)

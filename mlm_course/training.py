@@ -1,9 +1,14 @@
-"""The training loop that pretraining and fine-tuning share.
+"""The one training loop, on ``accelerate``: pretraining and fine-tuning both run :class:`TrainLoop`.
 
-AdamW with weight-decay groups, linear warm-up then linear decay, gradient clipping and accumulation, autocast
-by device, a tqdm bar, periodic evaluation, a JSON-lines metrics log, and atomic checkpoints that a killed run
-resumes from. Every random draw of step ``s`` comes from a generator seeded by ``(seed, s)``, so a resumed run
-reaches exactly the weights of an uninterrupted one.
+Device placement, mixed precision (bf16 / fp16 + loss scaling / fp32, see :func:`mlm_course.device.precision_dtype`),
+gradient accumulation, several processes through ``accelerate launch`` (DDP), AdamW with weight-decay groups,
+linear warm-up then linear decay, clipping, periodic evaluation, a JSON-lines metrics log, and atomic checkpoints
+that a killed run resumes from; only the main process writes. Every random draw of step ``s`` comes from a
+generator seeded by ``(seed, s, slot)``, so a resumed run reaches exactly the weights of an uninterrupted one.
+
+Between two logging steps the loop never waits for the device: losses, accuracies and gradient norms stay
+tensors until a logging step reads them all at once, attention masks without padding are left out on the host
+(transformers would check them on the device), and CUDA copies are pinned and non-blocking.
 """
 
 from __future__ import annotations
@@ -14,15 +19,18 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
+from tqdm.auto import tqdm  # a widget bar in Jupyter (ipywidgets), text elsewhere
 
 from mlm_course import device as devices
+from mlm_course.device import lean_batch, to_device
 
 Batch = dict[str, torch.Tensor]
 CHECKPOINT_POINTER = "latest_checkpoint.txt"
@@ -47,7 +55,9 @@ class TrainConfig:
     log_every: int = 10
     seed: int = 0
     device: str | None = None
-    mixed_precision: bool = True
+    mixed_precision: bool = True  # False forces fp32 whatever ``precision`` says
+    precision: str = "auto"  # auto, fp32, bf16, fp16 (see mlm_course.device.precision_dtype)
+    compile: bool = False  # torch.compile the training step (the evaluation runs eagerly)
     minutes: float | None = None  # wall-clock budget: stop, save and report when it is spent
     extra: dict[str, Any] = field(default_factory=dict)  # recorded with the checkpoint (data, masking, …)
 
@@ -66,10 +76,16 @@ class TrainConfig:
         bad = [name for name, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"invalid training settings {bad}: steps, sizes and intervals must be ≥ 1, lr > 0")
+        if self.precision not in devices.PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}: use one of {', '.join(devices.PRECISIONS)}")
 
     @property
     def warmup_steps(self) -> int:
         return int(self.warmup * self.steps) if self.warmup < 1 else int(self.warmup)
+
+    @property
+    def effective_precision(self) -> str:
+        return self.precision if self.mixed_precision else "fp32"
 
 
 def step_seed(seed: int, step: int, stream: int = 0) -> int:
@@ -80,6 +96,12 @@ def step_seed(seed: int, step: int, stream: int = 0) -> int:
 def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
     """A generator seeded with :func:`step_seed`."""
     return torch.Generator().manual_seed(step_seed(seed, step, stream))
+
+
+def dropout_seed(seed: int, step: int, slot: int) -> int:
+    """The seed of the dropout draws of micro-batch ``slot`` of ``step``; slots count over processes, so each
+    process draws its own masks (slot = process index × grad_accum + micro-batch)."""
+    return step_seed(seed, step, 1000 + slot)
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -141,12 +163,28 @@ class TrainResult:
     out_dir: Path | None
 
 
-class Trainer:
-    """Runs ``compute_loss(model, batch_for_step(step, micro))`` for ``config.steps`` optimiser steps.
+class _LossModule(torch.nn.Module):
+    """The model and its loss as one forward, so DDP (which syncs what its forward ran) and torch.compile see
+    the whole step, also when the loss calls parts of the model (sparse MLM logits)."""
 
-    ``evaluate(model) -> dict`` runs every ``eval_every`` steps and at the end. With ``out_dir`` the trainer
-    writes ``metrics.jsonl``, checkpoints every ``save_every`` steps, and ``resume=True`` continues from the
-    latest checkpoint there.
+    def __init__(self, model: torch.nn.Module, compute_loss: Callable):
+        super().__init__()
+        self.model = model
+        self.compute_loss = compute_loss
+
+    def forward(self, batch: Batch):
+        return self.compute_loss(self.model, batch)
+
+
+class TrainLoop:
+    """Runs ``compute_loss(model, batch_for_step(step, slot))`` for ``config.steps`` optimiser steps on accelerate.
+
+    ``slot`` numbers the micro-batches of a step over all processes (``process × grad_accum + micro``; ``slots``
+    of them per step), so each process trains on its own share. ``compute_loss`` returns (loss, stats); keep the
+    stats tensors (a ``float()`` would wait for the device). ``evaluate(model) -> dict`` runs every ``eval_every``
+    steps and at the end, in eval mode, without gradients, in the autocast dtype; ``after_evaluation(row)``
+    returning True stops the run (early stopping). With ``out_dir`` the main process writes ``metrics.jsonl`` and
+    (``checkpoints=True``) checkpoints every ``save_every`` steps; ``train(resume=True)`` continues from the latest.
     """
 
     def __init__(
@@ -155,59 +193,199 @@ class Trainer:
         config: TrainConfig,
         *,
         batch_for_step: Callable[[int, int], Batch],
-        compute_loss: Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, dict[str, float]]],
+        compute_loss: Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, dict[str, Any]]],
         evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
+        after_evaluation: Callable[[dict], bool] | None = None,
         out_dir: str | os.PathLike | None = None,
         save_model: Callable[[torch.nn.Module, Path], None] | None = None,
+        checkpoints: bool = True,
+        eval_split: str = "eval",
+        annotate: Callable[[int], dict] | None = None,
         progress: bool = True,
+        accelerator=None,
     ):
         self.config = config
-        self.choice = devices.choose(config.device, mixed_precision=config.mixed_precision)
-        self.model = model.to(self.choice.device)
-        self.batch_for_step = batch_for_step
-        self.compute_loss = compute_loss
-        self.evaluate_fn = evaluate
-        self.out_dir = check_output_dir(out_dir) if out_dir is not None else None
+        self.accelerator = accelerator or devices.make_accelerator(config.device, config.effective_precision)
+        self.device = self.accelerator.device
+        self.main = self.accelerator.is_main_process
+        self.slots = config.grad_accum * self.accelerator.num_processes
+        self.model = model.float().to(self.device)  # fp32 weights whatever a checkpoint stored; autocast does the rest
+        self.batch_for_step, self.evaluate_fn, self.after_evaluation = batch_for_step, evaluate, after_evaluation
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        if self.out_dir is not None and self.main:
+            check_output_dir(self.out_dir)
         self.save_model = save_model or (lambda m, path: m.save_pretrained(path))
-        self.progress = progress
-        self.optimizer = torch.optim.AdamW(
-            parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.betas, eps=config.eps
-        )
+        self.checkpoints, self.eval_split, self.progress = checkpoints, eval_split, progress
+        self.annotate = annotate or (lambda step: {})
+        self.sdpa = getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa"
+        self.tf32 = devices.enable_tf32() if self.device.type == "cuda" else False
+        fused = {"fused": True} if self.device.type in ("cuda", "cpu") else {}  # one kernel, no per-tensor loop
+        optimizer = torch.optim.AdamW(parameter_groups(self.model, config.weight_decay), lr=config.lr,
+                                      betas=config.betas, eps=config.eps, **fused)
+        self.module, self.optimizer = self.accelerator.prepare(_LossModule(self.model, compute_loss), optimizer)
+        if config.compile:
+            self.module = torch.compile(self.module, dynamic=True)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, linear_schedule(config.warmup_steps, config.steps)
-        )
-        self.scaler = torch.amp.GradScaler(self.choice.type, enabled=self.choice.needs_grad_scaler)
-        self.step = 0
-        self.metrics: list[dict] = []
+            self.optimizer.optimizer, linear_schedule(config.warmup_steps, config.steps))
+        self.description = devices.describe_accelerator(self.accelerator, tf32=self.tf32, compiled=config.compile)
+        self.step, self.metrics, self.stop_requested, self.last_eval_step = 0, [], False, -1
+        self._running: dict[str, torch.Tensor] = {}
+        self._running_n, self._start, self._scale = 0, time.perf_counter(), None
 
-    # ---- checkpoints ------------------------------------------------------------------------------------
+    # ---- one step ------------------------------------------------------------------------------------------------
+    def next_batches(self) -> list[Batch]:
+        """This process's micro-batches of the current step, prepared on the host (see :func:`lean_batch`)."""
+        first = self.accelerator.process_index * self.config.grad_accum
+        return [lean_batch(self.batch_for_step(self.step, first + micro), sdpa=self.sdpa)
+                for micro in range(self.config.grad_accum)]
+
+    def train_step(self, batches: list[Batch] | None = None) -> dict[str, Any]:
+        """One optimiser step over ``batches`` (default :meth:`next_batches`); values stay on the device."""
+        cfg, acc = self.config, self.accelerator
+        batches = self.next_batches() if batches is None else batches
+        first = acc.process_index * cfg.grad_accum
+        scale = acc.gradient_accumulation_steps / len(batches)  # accelerate divides by its own count
+        self.module.train()
+        totals: dict[str, Any] = {}
+        for micro, batch in enumerate(batches):
+            torch.manual_seed(dropout_seed(cfg.seed, self.step, first + micro))
+            last = micro == len(batches) - 1
+            with nullcontext() if last else acc.no_sync(self.module):
+                loss, stats = self.module(to_device(batch, self.device))
+                acc.backward(loss * scale)
+            for key, value in {"loss": loss, **stats}.items():
+                value = value.detach().float() if torch.is_tensor(value) else torch.tensor(float(value))
+                totals[key] = totals.get(key, 0.0) + value / len(batches)
+        if cfg.grad_clip is not None:
+            totals["grad_norm"] = acc.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        totals["lr"] = self.scheduler.get_last_lr()[0]
+        if acc.scaler is not None and self._scale is None:
+            self._scale = acc.scaler.get_scale()  # the scale this step runs at (after a resume, the loaded one)
+        self.optimizer.step()
+        if not self._scaler_skipped():
+            with warnings.catch_warnings():  # with a scaler accelerate wraps optimizer.step; torch takes it for a misuse
+                warnings.filterwarnings("ignore", message="Seems like `optimizer.step", category=UserWarning)
+                self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return totals
+
+    def _scaler_skipped(self) -> bool:
+        """fp16: whether the loss scaler skipped this step (an overflow), seen as a lower scale after it.
+
+        Not ``optimizer.step_was_skipped``: with a fused optimizer accelerate reports every step as taken. Reading
+        the scale waits for the GPU once a step, in fp16 (pre-Ampere GPUs) only; bf16 and fp32 have no scaler.
+        """
+        scaler = self.accelerator.scaler
+        if scaler is None or not scaler.is_enabled():
+            return False
+        before, self._scale = self._scale, scaler.get_scale()
+        return self._scale < before
+
+    def run_step(self, batches: list[Batch] | None = None) -> None:
+        """:meth:`train_step`, then the step's logging, evaluation and checkpoint."""
+        cfg = self.config
+        values = self.train_step(batches)
+        for key, value in values.items():
+            if key != "lr":
+                self._running[key] = self._running.get(key, 0.0) + value
+        self._running_n += 1
+        if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+            self._log_train(values["lr"])
+        if self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+            self.run_evaluation()
+        if self.checkpoints and self.out_dir is not None and self.step % cfg.save_every == 0 and self.step < cfg.steps:
+            self.save_checkpoint()
+
+    # ---- metrics and evaluation ----------------------------------------------------------------------------------
+    def seconds(self) -> float:
+        return round(time.perf_counter() - self._start, 4)
+
+    def _log_train(self, lr: float) -> None:
+        """Read the running means off the device (the only wait of a training step), averaged over processes."""
+        keys = list(self._running)
+        means = torch.stack([torch.as_tensor(self._running[k], device=self.device) for k in keys]) / self._running_n
+        if self.accelerator.num_processes > 1:
+            means = self.accelerator.reduce(means, reduction="mean")
+        row = {"step": self.step, **self.annotate(self.step), "split": "train", **dict(zip(keys, means.tolist(), strict=True)),
+               "lr": lr, "seconds": self.seconds()}
+        self.log(row)
+        self._running, self._running_n = {}, 0
+        if self._bar is not None:
+            self._bar.set_postfix(loss=f"{row['loss']:.3f}")
+
+    def log(self, row: dict) -> None:
+        self.metrics.append(row)
+        if self.out_dir is not None and self.main:
+            with open(self.out_dir / METRICS_FILE, "a") as handle:
+                handle.write(json.dumps(row) + "\n")
+
+    def run_evaluation(self) -> dict[str, float]:
+        """``evaluate`` on the plain model (no DDP, not compiled), logged; may request a stop."""
+        self.last_eval_step = self.step
+        if self.evaluate_fn is None:
+            return {}
+        was_training = self.model.training
+        self.model.eval()
+        with torch.no_grad(), self.accelerator.autocast():
+            result = self.evaluate_fn(self.model)
+        self.model.train(was_training)
+        row = {"step": self.step, **self.annotate(self.step), "split": self.eval_split, **result,
+               "seconds": self.seconds()}
+        self.log(row)
+        if self.after_evaluation is not None and self.after_evaluation(row):
+            self.stop_requested = True
+        return result
+
+    def _out_of_time(self) -> bool:
+        minutes = self.config.minutes
+        if minutes is None:
+            return False
+        late = time.perf_counter() - self._start > 60 * minutes
+        if self.accelerator.num_processes == 1:
+            return late
+        if self.step % self.config.log_every:  # processes agree at logging steps only (a wait)
+            return False
+        return bool(self.accelerator.reduce(torch.tensor(float(late), device=self.device), reduction="sum") > 0)
+
+    # ---- the loop ------------------------------------------------------------------------------------------------
+    def train(self, *, resume: bool = False) -> TrainResult:
+        """Train to ``config.steps`` (or until ``config.minutes`` is spent or a stop is requested)."""
+        cfg = self.config
+        resumed = self.resume() if resume else False
+        if not resumed and self.out_dir is not None and self.main:
+            (self.out_dir / METRICS_FILE).write_text("")
+        self._start = time.perf_counter()
+        self._bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and self.main),
+                         desc="training", leave=False)
+        out_of_time = False
+        while self.step < cfg.steps and not self.stop_requested:
+            self.run_step()
+            self._bar.update(1)
+            if self._out_of_time():
+                out_of_time = True
+                break
+        self._bar.close()
+        self._bar = None
+        if self.last_eval_step != self.step:
+            self.run_evaluation()
+        if self.checkpoints and self.out_dir is not None:
+            self.save_checkpoint()
+        self.accelerator.wait_for_everyone()
+        stopped = (out_of_time or self.stop_requested) and self.step < cfg.steps
+        return TrainResult(self.step, stopped, time.perf_counter() - self._start, self.metrics, self.out_dir)
+
+    _bar = None
+
+    # ---- checkpoints ---------------------------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
-        """Write the full state to ``checkpoint-<step>`` atomically, then point ``latest`` at it."""
+        """The main process writes ``checkpoint-<step>`` atomically, then points ``latest`` at it."""
         if self.out_dir is None:
-            raise ValueError("this trainer has no out_dir: pass out_dir=... to save checkpoints")
+            raise ValueError("this loop has no out_dir: pass out_dir=... to save checkpoints")
         final = self.out_dir / f"checkpoint-{self.step}"
-        temp = Path(tempfile.mkdtemp(dir=self.out_dir, prefix=f".checkpoint-{self.step}-"))
-        self.save_model(self.model, temp / "model")
-        torch.save(
-            {
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "scaler": self.scaler.state_dict(),
-                "step": self.step,
-            },
-            temp / "trainer_state.pt",
-        )
-        write_json_atomic(temp / "config.json", asdict(self.config))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(temp, final)
-        previous = self.latest_checkpoint()
-        pointer = self.out_dir / CHECKPOINT_POINTER
-        with tempfile.NamedTemporaryFile("w", dir=self.out_dir, delete=False) as handle:
-            handle.write(final.name)
-        os.replace(handle.name, pointer)
-        if previous is not None and previous != final and previous.exists():
-            shutil.rmtree(previous)
+        if self.main:
+            _write_checkpoint(self, final)
+        self.accelerator.wait_for_everyone()
         return final
 
     def latest_checkpoint(self) -> Path | None:
@@ -215,120 +393,80 @@ class Trainer:
             return None
         return self.out_dir / (self.out_dir / CHECKPOINT_POINTER).read_text().strip()
 
+    def trainer_state(self) -> dict:
+        scaler = self.accelerator.scaler
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else None, "step": self.step}
+
     def resume(self) -> bool:
         """Load the latest checkpoint in ``out_dir``; False when there is none."""
         checkpoint = self.latest_checkpoint()
         if checkpoint is None:
             return False
-        saved = json.loads((checkpoint / "config.json").read_text())
-        for key in ("steps", "batch_size", "grad_accum", "lr", "seed"):
-            if saved[key] != getattr(self.config, key) and not (key == "lr" and math.isclose(saved[key], self.config.lr)):
-                raise ValueError(
-                    f"the checkpoint in {checkpoint} was trained with {key}={saved[key]!r}, not "
-                    f"{getattr(self.config, key)!r}: resume with the same settings or use another --out"
-                )
-        from safetensors.torch import load_file
-
-        weights = load_file(checkpoint / "model" / "model.safetensors", device=str(self.choice.device))
-        missing, unexpected = self.model.load_state_dict(weights, strict=False)
-        tied = set(getattr(self.model, "_tied_weights_keys", None) or {})
-        if unexpected or [k for k in missing if k not in tied and "decoder.weight" not in k]:
-            raise ValueError(
-                f"the checkpoint in {checkpoint} does not fit this model (missing {missing[:3]}, unexpected "
-                f"{unexpected[:3]}): use the configuration it was trained with"
-            )
-        state = torch.load(checkpoint / "trainer_state.pt", map_location=self.choice.device, weights_only=False)
+        _check_same_settings(checkpoint, self.config)
+        _load_weights(self.model, checkpoint / "model", self.device)
+        state = torch.load(checkpoint / "trainer_state.pt", map_location=self.device, weights_only=False)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
+        if self.accelerator.scaler is not None and state.get("scaler"):
+            self.accelerator.scaler.load_state_dict(state["scaler"])
         self.step = state["step"]
         if self.out_dir is not None and (self.out_dir / METRICS_FILE).exists():
-            kept = [m for m in read_metrics(self.out_dir) if m["step"] <= self.step]
-            self._rewrite_metrics(kept)
-            self.metrics = kept
+            self.metrics = [m for m in read_metrics(self.out_dir) if m["step"] <= self.step]
+            self.accelerator.wait_for_everyone()
+            if self.main:
+                _rewrite_metrics(self.out_dir, self.metrics)
         return True
 
-    # ---- metrics ------------------------------------------------------------------------------------------
-    def _rewrite_metrics(self, rows: list[dict]) -> None:
-        path = self.out_dir / METRICS_FILE
-        with tempfile.NamedTemporaryFile("w", dir=self.out_dir, delete=False) as handle:
-            handle.writelines(json.dumps(row) + "\n" for row in rows)
-        os.replace(handle.name, path)
 
-    def log(self, row: dict) -> None:
-        self.metrics.append(row)
-        if self.out_dir is not None:
-            with open(self.out_dir / METRICS_FILE, "a") as handle:
-                handle.write(json.dumps(row) + "\n")
+#: The loop's earlier name, kept for code written against it (not ``transformers.Trainer``).
+Trainer = TrainLoop
 
-    def run_evaluation(self) -> dict[str, float]:
-        if self.evaluate_fn is None:
-            return {}
-        was_training = self.model.training
-        self.model.eval()
-        with torch.no_grad(), self.choice.autocast():
-            result = self.evaluate_fn(self.model)
-        self.model.train(was_training)
-        self.log({"step": self.step, "split": "eval", **result})
-        return result
 
-    # ---- the loop ----------------------------------------------------------------------------------------
-    def train_step(self) -> dict[str, float]:
-        """One optimiser step (``grad_accum`` micro-batches); returns the logged values."""
-        cfg = self.config
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        totals: dict[str, float] = {}
-        for micro in range(cfg.grad_accum):
-            torch.manual_seed(step_seed(cfg.seed, self.step, 1000 + micro))  # dropout
-            batch = {k: v.to(self.choice.device) for k, v in self.batch_for_step(self.step, micro).items()}
-            with self.choice.autocast():
-                loss, stats = self.compute_loss(self.model, batch)
-            self.scaler.scale(loss / cfg.grad_accum).backward()
-            for key, value in {"loss": float(loss.detach()), **stats}.items():
-                totals[key] = totals.get(key, 0.0) + value / cfg.grad_accum
-        self.scaler.unscale_(self.optimizer)
-        if cfg.grad_clip is not None:
-            totals["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip))
-        totals["lr"] = self.scheduler.get_last_lr()[0]
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.scheduler.step()
-        self.step += 1
-        return totals
+def _write_checkpoint(loop: TrainLoop, final: Path) -> None:
+    out = loop.out_dir
+    temp = Path(tempfile.mkdtemp(dir=out, prefix=f".{final.name}-"))
+    loop.save_model(loop.model, temp / "model")
+    torch.save(loop.trainer_state(), temp / "trainer_state.pt")
+    write_json_atomic(temp / "config.json", asdict(loop.config))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(temp, final)
+    previous = loop.latest_checkpoint()
+    with tempfile.NamedTemporaryFile("w", dir=out, delete=False) as handle:
+        handle.write(final.name)
+    os.replace(handle.name, out / CHECKPOINT_POINTER)
+    if previous is not None and previous != final and previous.exists():
+        shutil.rmtree(previous)
 
-    def train(self, *, resume: bool = False) -> TrainResult:
-        """Train to ``config.steps`` (or until ``config.minutes`` is spent), evaluating and checkpointing."""
-        cfg = self.config
-        if resume:
-            self.resume()
-        start = time.perf_counter()
-        stopped_early = False
-        bar = tqdm(total=cfg.steps, initial=self.step, disable=not self.progress, desc="training", leave=False)
-        running: dict[str, float] = {}
-        while self.step < cfg.steps:
-            values = self.train_step()
-            bar.update(1)
-            running = {k: running.get(k, 0.0) + v for k, v in values.items()}
-            if self.step % cfg.log_every == 0 or self.step == cfg.steps:
-                count = cfg.log_every if self.step % cfg.log_every == 0 else self.step % cfg.log_every
-                row = {k: v / count for k, v in running.items()}
-                row["lr"] = values["lr"]
-                self.log({"step": self.step, "split": "train", **row, "seconds": time.perf_counter() - start})
-                bar.set_postfix(loss=f"{row['loss']:.3f}")
-                running = {}
-            if self.step % cfg.eval_every == 0 and self.step < cfg.steps:
-                self.run_evaluation()
-            if self.out_dir is not None and self.step % cfg.save_every == 0 and self.step < cfg.steps:
-                self.save_checkpoint()
-            if cfg.minutes is not None and time.perf_counter() - start > 60 * cfg.minutes:
-                stopped_early = self.step < cfg.steps
-                break
-        bar.close()
-        self.run_evaluation()
-        if self.out_dir is not None:
-            self.save_checkpoint()
-        return TrainResult(self.step, stopped_early, time.perf_counter() - start, self.metrics, self.out_dir)
+
+def _check_same_settings(checkpoint: Path, config: TrainConfig) -> None:
+    saved = json.loads((checkpoint / "config.json").read_text())
+    for key in ("steps", "batch_size", "grad_accum", "lr", "seed"):
+        if saved[key] != getattr(config, key) and not (key == "lr" and math.isclose(saved[key], config.lr)):
+            raise ValueError(
+                f"the checkpoint in {checkpoint} was trained with {key}={saved[key]!r}, not "
+                f"{getattr(config, key)!r}: resume with the same settings or use another --out"
+            )
+
+
+def _load_weights(model: torch.nn.Module, folder: Path, device: torch.device) -> None:
+    from safetensors.torch import load_file
+
+    weights = load_file(folder / "model.safetensors", device=str(device))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = set(getattr(model, "_tied_weights_keys", None) or {})
+    if unexpected or [k for k in missing if k not in tied and "decoder.weight" not in k]:
+        raise ValueError(
+            f"the checkpoint in {folder.parent} does not fit this model (missing {missing[:3]}, unexpected "
+            f"{unexpected[:3]}): use the configuration it was trained with"
+        )
+
+
+def _rewrite_metrics(out_dir: Path, rows: list[dict]) -> None:
+    with tempfile.NamedTemporaryFile("w", dir=out_dir, delete=False) as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    os.replace(handle.name, out_dir / METRICS_FILE)
 
 
 def cycle_batches(n_examples: int, batch_size: int, seed: int) -> Callable[[int, int], torch.Tensor]:

@@ -120,3 +120,49 @@ def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
     with pytest.raises(SystemExit, match="use it with --init-from"):
         cli.main(["pretrain", "--stack-to", "4", "--out", str(tmp_path / "third"), "--steps", "1", "--no-progress"])
     assert not (tmp_path / "third").exists()  # refused before anything is written
+
+
+@pytest.mark.slow
+def test_two_processes_train_what_one_process_with_accumulation_trains(tmp_path):
+    """`pretrain` under a 2-process launcher (gloo on CPU): process p trains micro-batch slot p of each step with
+    its own masks and its own dropout, DDP averages the gradients, so 2 processes × 1 micro-batch reach the weights
+    of 1 process × 2 accumulated micro-batches; the held-out batches are scored in shares and added up."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    common = ["pretrain", "--config", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32",
+              "--max-chars", "20000", "--eval-every", "100", "--device", "cpu", "--precision", "fp32", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           "-m", "mlm_course.cli", *common, "--out", str(tmp_path / "two")],
+                          cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert cli.main([*common, "--out", str(tmp_path / "one"), "--grad-accum", "2"]) == 0
+    two, one = (json.loads((tmp_path / run / "results.json").read_text()) for run in ("two", "one"))
+    assert two["processes"] == 2 and one["processes"] == 1
+    assert two["tokens_seen"] == one["tokens_seen"] == 3 * 2 * 4 * 32
+    assert two["heldout"]["tokens"] == one["heldout"]["tokens"]
+    assert two["heldout"]["loss"] == pytest.approx(one["heldout"]["loss"], abs=1e-4)
+    weights_two, weights_one = (load_file(tmp_path / run / "model.safetensors") for run in ("two", "one"))
+    for name, value in weights_one.items():
+        torch.testing.assert_close(weights_two[name], value, atol=2e-5, rtol=1e-4)
+    assert not (tmp_path / "two" / ".checkpoint-3").exists() and (tmp_path / "two" / "checkpoint-3").exists()
+
+
+def test_reviews_corpus_trains_on_review_sentences_not_the_course_corpus(tmp_path, monkeypatch):
+    """--corpus reviews: training text from the sentiment train split; held-out evaluation stays on the course's."""
+    from mlm_course import corpus
+
+    asked, original = [], corpus.pretraining_text
+    monkeypatch.setattr(corpus, "pretraining_text", lambda split="train", **kw: asked.append(split) or original(
+        split, **kw))
+    reviews = []
+    monkeypatch.setattr(corpus, "review_training_text", lambda **kw: reviews.append(kw) or "a fine film .\n\n" * 40)
+    assert _pretrain(tmp_path, "--corpus", "reviews") == 0
+    assert asked == ["heldout"] and reviews == [{"max_chars": 20000}]
+    assert json.loads((tmp_path / "results.json").read_text())["train_config"]["extra"]["corpus"] == "reviews"

@@ -6,15 +6,22 @@ import torch
 from mlm_course import device
 
 
+def cuda_test(test):
+    """Marked ``cuda`` (``pytest -m cuda`` runs them on a GPU, scripts/gpu_check.sh does) and skipped without one."""
+    return pytest.mark.cuda(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(test))
+
+
 @pytest.fixture
 def fake(monkeypatch):
     """Set what torch reports as available: fake(cuda=..., mps=..., bf16=...)."""
     monkeypatch.delenv(device.DEVICE_ENV_VAR, raising=False)
 
-    def apply(cuda=False, mps=False, bf16=True, mps_bf16=True, capability=(9, 0)):
+    def apply(cuda=False, mps=False, mps_bf16=True, capability=(9, 0), cpu_flags=("avx2", "fma")):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+        # torch 2.13 counts emulation: True on every GPU, which is what the choice must not rely on
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
+        monkeypatch.setattr(device, "cpu_flags", lambda: set(cpu_flags))
         monkeypatch.setattr(device, "_mps_available", lambda: mps)
         monkeypatch.setattr(device, "_mps_bf16_supported", lambda: mps_bf16)
 
@@ -30,7 +37,7 @@ def test_preference_order(fake, cuda, mps, expected):
     assert device.pick_device_type() == expected
 
 
-def test_cpu_has_no_autocast(fake):
+def test_cpu_without_bf16_hardware_has_no_autocast(fake):
     fake()
     choice = device.choose()
     assert choice.device == torch.device("cpu")
@@ -38,16 +45,53 @@ def test_cpu_has_no_autocast(fake):
     assert choice.describe() == "device: cpu, precision: fp32"
 
 
-def test_cuda_with_bf16(fake):
-    fake(cuda=True, bf16=True)
+@pytest.mark.parametrize("capability", [(8, 0), (8, 6), (9, 0), (10, 0)])
+def test_cuda_ampere_or_newer_gets_bf16(fake, capability):
+    fake(cuda=True, capability=capability)
     assert device.autocast_dtype_for("cuda") is torch.bfloat16
     assert device.choose().needs_grad_scaler is False
 
 
-def test_cuda_without_bf16_uses_fp16_with_scaler(fake):
-    fake(cuda=True, bf16=False)
+@pytest.mark.parametrize("capability", [(7, 5), (7, 0), (6, 1)])  # T4, V100, P40: bf16 only emulated
+def test_cuda_before_ampere_uses_fp16_with_scaler_although_torch_says_bf16(fake, capability):
+    fake(cuda=True, capability=capability)
     choice = device.choose()
     assert choice.autocast_dtype is torch.float16 and choice.needs_grad_scaler
+    with pytest.raises(ValueError, match="no bf16 tensor cores"):
+        device.precision_dtype("cuda", "bf16")
+
+
+@pytest.mark.parametrize(("flags", "dtype"), [
+    (("avx2", "avx512f", "avx512_bf16"), torch.bfloat16),  # AMD Zen 4 / Intel Cooper Lake
+    (("avx2", "amx_tile", "amx_bf16"), torch.bfloat16),  # Intel Sapphire Rapids
+    (("avx2", "avx512f"), None),  # AVX-512 without bf16: emulated, slower than fp32
+    ((), None),  # macOS / no /proc/cpuinfo
+])
+def test_cpu_auto_precision_follows_the_bf16_hardware(fake, flags, dtype):
+    fake(cpu_flags=flags)
+    assert device.precision_dtype("cpu", "auto") is dtype
+    assert device.precision_dtype("cpu", "fp32") is None
+    assert device.precision_dtype("cpu", "bf16") is torch.bfloat16  # asked for: allowed everywhere
+
+
+def test_cpu_flags_are_read_from_this_machine():
+    flags = device.cpu_flags()
+    assert isinstance(flags, set)
+    try:
+        with open("/proc/cpuinfo") as handle:
+            text = handle.read()
+    except OSError:
+        assert flags == set()
+    else:
+        assert ("avx512_bf16" in text.split()) == ("avx512_bf16" in flags)
+
+
+def test_precision_errors(fake):
+    fake()
+    with pytest.raises(ValueError, match="unknown precision"):
+        device.precision_dtype("cpu", "fp8")
+    with pytest.raises(ValueError, match="needs a GPU"):
+        device.precision_dtype("cpu", "fp16")
 
 
 @pytest.mark.parametrize(("mps_bf16", "dtype"), [(True, torch.bfloat16), (False, torch.float16)])
@@ -57,7 +101,7 @@ def test_mps_dtype(fake, mps_bf16, dtype):
 
 
 def test_mixed_precision_off(fake):
-    fake(cuda=True)
+    fake(cuda=True, cpu_flags=("avx512_bf16",))
     assert device.choose(mixed_precision=False).autocast_dtype is None
 
 
@@ -127,3 +171,38 @@ def test_machine_describes_where_a_run_happened(fake):
     assert info["device"] == "cpu" and info["gpu"] is None
     assert info["torch"] == torch.__version__ and info["torch_threads"] == torch.get_num_threads()
     assert device.machine("cuda")["device"] == "cuda"
+
+
+def test_accelerator_does_not_keep_the_device_of_an_earlier_one(fake):
+    """accelerate shares one state per process: after a CPU accelerator, asking for the best device must not
+    silently stay on the CPU. The state's ``_cpu`` flag is what decides the device on a GPU machine."""
+    from accelerate import Accelerator, PartialState
+    from accelerate.state import AcceleratorState
+
+    fake(mps=True)  # a GPU is the best device (accelerate itself still finds none here and stays on the CPU)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    Accelerator(cpu=True)
+    assert PartialState()._cpu is True
+    device.make_accelerator(None, "fp32")  # the GPU was asked for: accelerate must not be forced to the CPU
+    assert PartialState()._cpu is False
+    device.make_accelerator("cpu", "fp32")
+    assert PartialState()._cpu is True
+
+
+def test_accelerator_copies_batches_without_waiting_on_cuda_only(fake):
+    fake()
+    accelerator = device.make_accelerator("cpu", "fp32")
+    assert accelerator.dataloader_config.non_blocking is False  # nothing to overlap on a CPU
+    assert accelerator.device.type == "cpu" and accelerator.mixed_precision == "no"
+    assert device.make_accelerator("cpu", "bf16").mixed_precision == "bf16"
+
+
+@cuda_test
+def test_cuda_accelerator_after_a_cpu_one_is_on_the_gpu():
+    from accelerate import Accelerator
+
+    Accelerator(cpu=True)
+    accelerator = device.make_accelerator("cuda", "auto")
+    assert accelerator.device.type == "cuda" and accelerator.dataloader_config.non_blocking is True
+    expected = "bf16" if torch.cuda.get_device_capability() >= (8, 0) else "fp16"
+    assert accelerator.mixed_precision == expected

