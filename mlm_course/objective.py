@@ -341,7 +341,9 @@ def evaluate_by_action(
     """Loss and top-1 at the masked positions of ``batches`` (frozen, correct labels), overall and per action.
 
     Also the share of positions where the top prediction is the [MASK] token, and where it is the token shown
-    in the input (copying). Keys: ``"all"`` and the names in :data:`ACTIONS`.
+    in the input (copying), and ``loss_ci95``: the half-width of a 95 % normal interval for the mean loss over the
+    scored tokens (1.96 · standard error; noise from which tokens were scored, not from training). Keys: ``"all"``
+    and the names in :data:`ACTIONS`.
     """
     was_training = model.training
     model.eval()
@@ -366,4 +368,6 @@ def evaluate_by_action(
         n = int(where.sum())
         out[name] = {"tokens": n, **{k: float(cat[k][where].double().mean()) if n else float("nan")
                                      for k in ("loss", "top1", "mask", "copy")}}
+        losses = cat["loss"][where].double()
+        out[name]["loss_ci95"] = 1.96 * float(losses.std() / math.sqrt(n)) if n > 1 else float("nan")
     return out

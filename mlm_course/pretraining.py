@@ -16,9 +16,10 @@ import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 from mlm_course import masking
+from mlm_course.device import make_accelerator
 from mlm_course.training import (
     TrainConfig,
-    Trainer,
+    TrainLoop,
     TrainResult,
     cycle_batches,
     epoch_of,
@@ -134,23 +135,36 @@ def masked_lm_outputs(
 
     ``sparse=True`` gathers the hidden states of masked positions *before* the output layer, as the original
     BERT does, so the vocabulary projection runs on ~15 % of the tokens; the result equals ``sparse=False``.
+    With ``batch["masked_positions"]`` (:func:`masked_positions`, computed on the host) the positions are
+    gathered by index: a boolean selection on a GPU waits for it to count the positions. The attention mask may
+    be left out (no padding).
     """
-    selected = batch["labels"] != -100
+    labels, positions = batch["labels"], batch.get("masked_positions")
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask")}
     if sparse:
-        hidden = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-        logits = model.cls(hidden[selected])
-    else:
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[selected]
-    return logits, batch["labels"][selected]
+        hidden = model.bert(**inputs).last_hidden_state
+        if positions is None:
+            return model.cls(hidden[labels != -100]), labels[labels != -100]
+        return model.cls(hidden.flatten(0, 1).index_select(0, positions)), labels.flatten().index_select(0, positions)
+    logits = model(**inputs).logits
+    if positions is None:
+        return logits[labels != -100], labels[labels != -100]
+    return logits.flatten(0, 1).index_select(0, positions), labels.flatten().index_select(0, positions)
+
+
+def masked_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The flat indices (into ``labels.flatten()``) of the positions to predict, for :func:`masked_lm_outputs`."""
+    return (labels.flatten() != -100).nonzero().squeeze(1)
 
 
 def masked_lm_loss(model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True):
-    """Mean cross-entropy over the batch's masked positions, and the masked-token accuracy."""
+    """Mean cross-entropy over the batch's masked positions, and the masked-token accuracy (a 0-d tensor: reading
+    it as a number would wait for the device)."""
     logits, labels = masked_lm_outputs(model, batch, sparse=sparse)
     if labels.numel() == 0:
         raise ValueError("the batch has no masked position: raise the mask rate or use longer sequences")
     loss = F.cross_entropy(logits.float(), labels)
-    return loss, {"accuracy": float((logits.argmax(-1) == labels).float().mean())}
+    return loss, {"accuracy": (logits.argmax(-1) == labels).float().mean().detach()}
 
 
 def frozen_eval_batches(
@@ -162,9 +176,26 @@ def frozen_eval_batches(
 
 
 @torch.no_grad()
-def evaluate_masked_lm(model: BertForMaskedLM, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
-    """Loss (mean over all masked tokens), perplexity, top-1 and top-5 accuracy on frozen-mask batches."""
+def evaluate_masked_lm(
+    model: BertForMaskedLM, batches: list[dict[str, torch.Tensor]], *, accelerator=None
+) -> dict[str, float]:
+    """Loss (mean over all masked tokens), perplexity, top-1 and top-5 accuracy on frozen-mask batches.
+
+    With an ``accelerator`` of several processes each scores every n-th batch and the sums are added up.
+    """
     device = next(model.parameters()).device
+    if accelerator is not None and accelerator.num_processes > 1:
+        mine = batches[accelerator.process_index :: accelerator.num_processes]
+        sums = torch.tensor(list(_masked_lm_sums(model, mine, device)), dtype=torch.float64, device=device)
+        total_loss, top1, top5, count = accelerator.reduce(sums, reduction="sum").tolist()
+        count = int(count)
+    else:
+        total_loss, top1, top5, count = _masked_lm_sums(model, batches, device)
+    loss = total_loss / count
+    return {"loss": loss, "perplexity": math.exp(loss), "top1": top1 / count, "top5": top5 / count, "tokens": count}
+
+
+def _masked_lm_sums(model, batches, device) -> tuple[float, int, int, int]:
     total_loss, top1, top5, count = 0.0, 0, 0, 0
     for batch in batches:
         logits, labels = masked_lm_outputs(model, {k: v.to(device) for k, v in batch.items()})
@@ -174,27 +205,58 @@ def evaluate_masked_lm(model: BertForMaskedLM, batches: list[dict[str, torch.Ten
         top1 += int((best[:, 0] == labels).sum())
         top5 += int((best == labels[:, None]).any(-1).sum())
         count += labels.numel()
-    loss = total_loss / count
-    return {"loss": loss, "perplexity": math.exp(loss), "top1": top1 / count, "top5": top5 / count, "tokens": count}
+    return total_loss, top1, top5, count
+
+
+def _unigram_log_probs(train_blocks: torch.Tensor, vocab_size: int, special_ids: list[int]) -> torch.Tensor:
+    counts = torch.bincount(train_blocks.flatten(), minlength=vocab_size).double() + 1
+    counts[special_ids] = 0
+    return (counts / counts.sum()).log()
+
+
+def _scores(true_log_probs: torch.Tensor, hit1: torch.Tensor, hit5: torch.Tensor) -> dict[str, float]:
+    loss = float(-true_log_probs.mean())
+    return {"loss": loss, "perplexity": math.exp(loss), "top1": float(hit1.double().mean()),
+            "top5": float(hit5.double().mean()), "tokens": true_log_probs.numel()}
 
 
 def unigram_baseline(
     train_blocks: torch.Tensor, eval_batches: list[dict[str, torch.Tensor]], vocab_size: int, special_ids: list[int]
 ) -> dict[str, float]:
     """The same metrics for a predictor that ignores context: add-one-smoothed training token frequencies."""
-    counts = torch.bincount(train_blocks.flatten(), minlength=vocab_size).double() + 1
-    counts[special_ids] = 0
-    log_probs = (counts / counts.sum()).log()
+    log_probs = _unigram_log_probs(train_blocks, vocab_size, special_ids)
     labels = torch.cat([b["labels"][b["labels"] != -100] for b in eval_batches])
     best = log_probs.topk(5).indices
-    loss = float(-log_probs[labels].mean())
-    return {
-        "loss": loss,
-        "perplexity": math.exp(loss),
-        "top1": float((labels == best[0]).double().mean()),
-        "top5": float(torch.isin(labels, best).double().mean()),
-        "tokens": labels.numel(),
-    }
+    return _scores(log_probs[labels], labels == best[0], torch.isin(labels, best))
+
+
+def copying_baseline(
+    train_blocks: torch.Tensor, eval_batches: list[dict[str, torch.Tensor]], vocab_size: int, special_ids: list[int],
+    mask_token_id: int, spec: MaskSpec = MaskSpec(),
+) -> dict[str, float]:
+    """Unigram frequencies, plus a bet on the token shown at the position itself: what needs no context at all.
+
+    A predicted position that shows a real token (not [MASK]) holds the true token with probability
+    q = keep / (random + keep) of ``spec.mix`` (½ for 80/10/10), so this predictor says
+    p(x) = q·[x = shown] + (1 − q)·unigram(x) there, and unigram(x) at [MASK]. (A random token that happens to
+    be the true one is ignored.) A model's loss below this line is the part that comes from the context.
+    """
+    _, random_share, keep_share = spec.mix
+    q = keep_share / (random_share + keep_share) if random_share + keep_share > 0 else 0.0
+    unigram = _unigram_log_probs(train_blocks, vocab_size, special_ids).exp()
+    kept = [b["labels"] != -100 for b in eval_batches]
+    labels = torch.cat([b["labels"][k] for b, k in zip(eval_batches, kept, strict=True)])
+    shown = torch.cat([b["input_ids"][k] for b, k in zip(eval_batches, kept, strict=True)])
+    bet = torch.where(shown == mask_token_id, 0.0, q).double()
+    true_log_probs = ((1 - bet) * unigram[labels] + bet * (labels == shown)).log()
+    # the mixture's top 5 lie among the shown token and the unigram top 5 (only the shown token's score changes)
+    top = unigram.topk(5).indices.expand(len(labels), 5)
+    candidates = torch.cat([shown[:, None], top], dim=1)
+    scores = (1 - bet[:, None]) * unigram[candidates]
+    scores[:, 0] += bet
+    scores[:, 1:][top == shown[:, None]] = -1.0  # the shown token is already candidate 0
+    best = candidates.gather(1, scores.topk(5, dim=1).indices)
+    return _scores(true_log_probs, best[:, 0] == labels, (best == labels[:, None]).any(1))
 
 
 def pretrain(
@@ -221,6 +283,9 @@ def pretrain(
 
     Evaluation uses frozen masks drawn by ``eval_spec`` (BERT's 15 % 80/10/10 by default, whatever ``spec`` is),
     so held-out losses of runs with different training masks are comparable.
+
+    Runs on :class:`mlm_course.training.TrainLoop`, also under ``accelerate launch`` (each process trains on its
+    own micro-batches and scores its share of the held-out batches).
     """
     if static_copies is not None and (isinstance(static_copies, bool) or not isinstance(static_copies, int)
                                       or static_copies < 1):
@@ -236,28 +301,34 @@ def pretrain(
     copies = [masked(train_blocks, step_generator(config.seed, copy, stream=STATIC_MASK_STREAM))
               for copy in range(static_copies or 0)]
 
-    def batch_for_step(step: int, micro: int) -> dict[str, torch.Tensor]:
-        rows = pick(step, micro, config.grad_accum)
+    accelerator = make_accelerator(config.device, config.effective_precision)
+    slots = config.grad_accum * accelerator.num_processes  # micro-batches per step over all processes
+
+    def batch_for_step(step: int, slot: int) -> dict[str, torch.Tensor]:
+        rows = pick(step, slot, slots)
         if copies:
-            epoch = epoch_of(step, micro, config.grad_accum, len(train_blocks), config.batch_size)
-            return {key: value[rows] for key, value in copies[epoch % len(copies)].items()}
-        return masked(train_blocks[rows], step_generator(config.seed, step, stream=micro))
+            epoch = epoch_of(step, slot, slots, len(train_blocks), config.batch_size)
+            batch = {key: value[rows] for key, value in copies[epoch % len(copies)].items()}
+        else:
+            batch = masked(train_blocks[rows], step_generator(config.seed, step, stream=slot))
+        return {**batch, "masked_positions": masked_positions(batch["labels"])}
 
     def save(model: BertForMaskedLM, path: Path) -> None:
         model.save_pretrained(path)
         tokenizer.save_pretrained(path)
 
-    trainer = Trainer(
+    loop = TrainLoop(
         model,
         config,
         batch_for_step=batch_for_step,
         compute_loss=lambda m, batch: masked_lm_loss(m, batch, sparse=sparse),
-        evaluate=lambda m: evaluate_masked_lm(m, eval_batches),
+        evaluate=lambda m: evaluate_masked_lm(m, eval_batches, accelerator=accelerator),
         out_dir=out_dir,
         save_model=save,
         progress=progress,
+        accelerator=accelerator,
     )
-    return trainer.train(resume=resume)
+    return loop.train(resume=resume)
 
 
 def probe_hits(
@@ -279,7 +350,11 @@ def accuracy_by_frequency(
     model: BertForMaskedLM, batches: list[dict[str, torch.Tensor]], train_blocks: torch.Tensor, vocab_size: int,
     edges: tuple[float, ...] = (0.0, 0.0001, 0.001, 0.01, 1.0),
 ) -> list[dict]:
-    """Top-1 accuracy of the model and of the most frequent token, bucketed by the true token's training frequency."""
+    """Top-1 accuracy of the model and of the most frequent token, bucketed by the true token's training frequency.
+
+    A bucket ``"0.01–0.1 %"`` holds the masked positions whose true token makes up 0.01 % to 0.1 % of all training
+    tokens (its share of the training text); ``"≥ 1 %"`` the most frequent ones (``the``, ``,``, ``.``, …).
+    """
     frequency = torch.bincount(train_blocks.flatten(), minlength=vocab_size).double()
     frequency /= frequency.sum()
     most_frequent = int(frequency.argmax())
@@ -295,7 +370,7 @@ def accuracy_by_frequency(
         inside = (frequency[labels] >= low) & (frequency[labels] < high if high < 1 else frequency[labels] <= high)
         n = int(inside.sum())
         rows.append({
-            "bucket": f"{low:.2%}–{high:.2%}" if high < 1 else f"≥ {low:.0%}",
+            "bucket": f"{100 * low:g}–{100 * high:g} %" if high < 1 else f"≥ {100 * low:g} %",
             "tokens": n,
             "model_top1": float((predicted[inside] == labels[inside]).double().mean()) if n else 0.0,
             "unigram_top1": float((labels[inside] == most_frequent).double().mean()) if n else 0.0,

@@ -326,6 +326,12 @@ def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
     assert math.isclose(got["all"]["top1"], ref["top1"], abs_tol=1e-9)
     assert got["all"]["tokens"] == ref["tokens"] == sum(got[a]["tokens"] for a in objective.ACTIONS)
     assert got["[MASK]"]["mask"] == got["[MASK]"]["copy"]  # at a [MASK] position, copying = predicting [MASK]
+    # the 95 % interval of the mean loss: 1.96 standard errors of the per-token losses, from F.cross_entropy
+    with torch.no_grad():
+        logits, labels = zip(*(pretraining.masked_lm_outputs(small_model, b) for b in batches), strict=True)
+    per_token = F.cross_entropy(torch.cat(logits).double(), torch.cat(labels), reduction="none")
+    assert math.isclose(got["all"]["loss_ci95"], 1.96 * float(per_token.std()) / math.sqrt(len(per_token)), rel_tol=1e-4)
+    assert got["unchanged"]["loss_ci95"] > got["all"]["loss_ci95"]  # fewer tokens, wider interval
 
 
 def test_train_with_batches_is_pretrains_loop(course_tok):

@@ -36,6 +36,17 @@ def test_pretraining_curves_plot_train_and_heldout_loss_accuracy_and_the_baselin
     assert acc.lines[1].get_ydata().tolist() == [0.4]
     assert list(loss.lines[2].get_ydata()) == [6.7, 6.7]  # the unigram line
     assert loss.get_title() == "run" and not loss.texts  # one stage: no stage marks
+    assert loss.get_xlabel() == "optimiser step" and "nats" in loss.get_ylabel()
+    assert fig.get_figwidth() <= 10  # no wider than the notebook column
+
+
+def test_pretraining_curves_draw_the_copying_baseline_when_given():
+    fig = plots.pretraining_curves(_metrics(), baseline={"loss": 6.7, "top1": 0.05, "top5": 0.17},
+                                   copying={"loss": 6.2, "top1": 0.15, "top5": 0.26})
+    loss, acc = fig.axes
+    assert [line.get_label() for line in loss.lines[2:]] == ["unigram (6.70)", "unigram + copying (6.20)"]
+    assert list(loss.lines[3].get_ydata()) == [6.2, 6.2] and loss.lines[3].get_linestyle() == ":"
+    assert [line.get_ydata()[0] for line in acc.lines[4:]] == [0.15, 0.26]
 
 
 def test_pretraining_curves_mark_where_each_later_stage_starts():
@@ -55,10 +66,14 @@ def test_fill_mask_bars_one_panel_per_sentence_accepted_answers_green():
     first = fig.axes[0]
     assert [t.get_text() for t in first.get_yticklabels()] == ["window", "door"]  # best guess on top
     assert [p.get_width() for p in first.patches] == [0.3, 0.6]
-    green = plt.matplotlib.colors.to_rgba("tab:green")
+    green = plt.matplotlib.colors.to_rgba(plots.OKABE_ITO["bluish green"])
     assert [p.get_facecolor() == green for p in first.patches] == [False, True]
     assert not any(p.get_facecolor() == green for p in fig.axes[1].patches)
     assert first.get_title() == "She opened the [MASK]."
+    assert first.get_xlabel() == "probability" and fig.get_figwidth() <= 10
+    long = "It was the happiest [MASK] of her life, said the king and the queen."
+    fig = plots.fill_mask_bars([(long, [("day", 0.5)], {"day"})])
+    assert fig.axes[0].get_title().replace("\n", " ") == long  # wrapped, not cut off
 
 
 def test_accuracy_by_frequency_bars_model_beside_unigram():
@@ -69,3 +84,7 @@ def test_accuracy_by_frequency_bars_model_beside_unigram():
     assert [p.get_height() for p in ax.patches] == [0.2, 0.6, 0.0, 0.3]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["rare\n(10 tokens)", "common\n(1,000 tokens)"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["model", "unigram frequencies"]
+    assert "share of all training tokens" in ax.get_xlabel() and ax.get_ylim() == (0, 1)
+    # 95 % Wilson interval of 2 right out of 10: (0.057, 0.510)
+    low_caps = [line for line in ax.lines if line.get_ydata()[0] < 0.2 and len(line.get_xdata()) == 2]
+    assert any(abs(line.get_ydata()[0] - 0.0567) < 1e-3 for line in low_caps)

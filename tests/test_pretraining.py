@@ -97,6 +97,46 @@ def test_unigram_baseline_by_hand():
     assert result["top1"] == pytest.approx(1 / 3) and result["top5"] == pytest.approx(1.0)
 
 
+def test_copying_baseline_by_hand():
+    train = torch.tensor([[0, 5, 5, 5, 6, 1]])  # add-one frequencies without specials: 5 → 0.4, 6 → 0.2, others 0.1
+    shown = torch.tensor([[0, 4, 6, 7, 1]])  # 4 = [MASK]; 6 is shown unchanged, 7 is a random replacement
+    labels = torch.tensor([[-100, 5, 6, 5, -100]])
+    batch = {"input_ids": shown, "labels": labels}
+    result = pretraining.copying_baseline(train, [batch], vocab_size=8, special_ids=[0, 1, 4], mask_token_id=4)
+    # 80/10/10: a shown token is the truth half the time → p = ½·[x = shown] + ½·unigram(x); [MASK]: unigram
+    unigram = {5: 4 / 9, 6: 2 / 9}  # [MASK] (id 4) is special here, so the add-one total is 9
+    expected = -(math.log(unigram[5]) + math.log(0.5 + 0.5 * unigram[6]) + math.log(0.5 * unigram[5])) / 3
+    assert result["loss"] == pytest.approx(expected) and result["tokens"] == 3
+    assert result["top1"] == pytest.approx(2 / 3)  # the random position bets on 7 and misses
+    assert result["top5"] == pytest.approx(1.0)
+    plain = pretraining.unigram_baseline(train, [batch], vocab_size=8, special_ids=[0, 1, 4])
+    only_mask = pretraining.copying_baseline(train, [batch], 8, [0, 1, 4], 4, spec=MaskSpec(mix=(1.0, 0.0, 0.0)))
+    assert only_mask == plain  # no kept tokens in the mix: nothing to copy, the unigram predictor
+    assert result["loss"] < plain["loss"]
+
+
+def test_copying_baseline_top5_is_the_mixtures_top5():
+    g = torch.Generator().manual_seed(0)
+    train = torch.randint(2, 30, (20, 16), generator=g)
+    blocks = torch.randint(2, 30, (6, 16), generator=g)
+    batch = {"input_ids": blocks.clone(), "labels": torch.full_like(blocks, -100)}
+    where = torch.rand(blocks.shape, generator=g) < 0.5
+    batch["labels"][where] = torch.randint(2, 30, (int(where.sum()),), generator=g)
+    batch["input_ids"][where & (torch.rand(blocks.shape, generator=g) < 0.4)] = 1  # [MASK] = 1
+    spec = MaskSpec(mix=(0.6, 0.3, 0.1))
+    got = pretraining.copying_baseline(train, [batch], 30, [0, 1], 1, spec)
+    counts = torch.bincount(train.flatten(), minlength=30).double() + 1
+    counts[[0, 1]] = 0
+    unigram = counts / counts.sum()
+    labels, shown = batch["labels"][where], batch["input_ids"][where]
+    q = torch.where(shown == 1, 0.0, 0.25).double()[:, None]
+    dense = (1 - q) * unigram + q * F.one_hot(shown, 30).double()  # the full mixture, one row per position
+    best = dense.topk(5, dim=1).indices
+    assert got["top1"] == pytest.approx(float((best[:, 0] == labels).double().mean()))
+    assert got["top5"] == pytest.approx(float((best == labels[:, None]).any(1).double().mean()))
+    assert got["loss"] == pytest.approx(float(-dense.gather(1, labels[:, None]).log().mean()))
+
+
 def test_pretraining_learns_the_sample(tiny_model, blocks, bert_tok, tmp_path):
     model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     config = TrainConfig(steps=60, batch_size=4, lr=3e-3, warmup=5, eval_every=60, device="cpu", seed=0)

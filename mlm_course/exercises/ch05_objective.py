@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course.exercises import Exercise, register
+from mlm_course.exercises import Exercise, multiple_choice, register
 
 # ---- 05.1: which average? ---------------------------------------------------------------------------------------
 # a batch of 2 sequences of 8 tokens; log p(true token) at the masked positions: row 0 → −1, −2, −3; row 1 → −6
@@ -68,8 +68,19 @@ register(Exercise(
 ))
 
 # ---- 05.3: the independence approximation -----------------------------------------------------------------------
-# "[MASK] [MASK] is a big city": new york 0.5, los angeles 0.3, san francisco 0.2 (nothing else)
-_ANSWER_43 = 0.5 * 0.3
+# "[MASK] [MASK] is a big city": new york 0.4, new orleans 0.2, san francisco 0.25, san diego 0.15 (nothing else).
+# The first tokens are shared, so the marginals are not the city probabilities: p(new) = 0.6, p(san) = 0.4.
+_CITIES_43 = {("new", "york"): 0.4, ("new", "orleans"): 0.2, ("san", "francisco"): 0.25, ("san", "diego"): 0.15}
+
+
+def _factorised_off_cities() -> float:
+    first, second = {}, {}
+    for (a, b), p in _CITIES_43.items():
+        first[a], second[b] = first.get(a, 0.0) + p, second.get(b, 0.0) + p
+    return 1 - sum(first[a] * second[b] for a, b in _CITIES_43)
+
+
+_ANSWER_43 = _factorised_off_cities()  # 1 − (0.6·0.4 + 0.6·0.2 + 0.4·0.25 + 0.4·0.15) = 0.48
 
 
 def _grade_43(answer) -> str | None:
@@ -77,22 +88,28 @@ def _grade_43(answer) -> str | None:
     if math.isclose(x, _ANSWER_43, abs_tol=1e-4):
         return None
     if x == 0:
-        return ("0 is the true joint probability; a masked LM predicts each [MASK] separately, so its best guess for "
-                "the pair is p(first = new) · p(second = angeles).")
-    if math.isclose(x, 0.5, abs_tol=1e-4) or math.isclose(x, 0.3, abs_tol=1e-4):
-        return "both tokens must come out right: multiply the two marginals."
-    if math.isclose(x, 0.8, abs_tol=1e-4):
-        return "probabilities of two independent events multiply; they do not add."
-    return "marginals: p(first = new) = 0.5, p(second = angeles) = 0.3; a factorised model multiplies them."
+        return ("0 is what the true joint puts off the four cities; a model predicting each [MASK] separately gives a "
+                "pair p(first) · p(second), and pairs such as 'new diego' get some of that.")
+    if math.isclose(x, 1 - _ANSWER_43, abs_tol=1e-4):
+        return "0.52 is the mass it puts *on* the four real cities; the question asks for the rest."
+    if math.isclose(x, 1 - sum(p * p for p in _CITIES_43.values()), abs_tol=1e-4):
+        return ("you multiplied each city's probability by itself; the factorised model multiplies the *marginals* "
+                "of the two positions: p(first = new) = 0.4 + 0.2, p(second = york) = 0.4.")
+    if math.isclose(x, 0.62, abs_tol=1e-4):
+        return ("0.62 was the three-city table of §2, where no two cities share a word; here 'new' and 'san' each "
+                "start two cities, so work out the marginals first.")
+    return ("marginals: p(first = new) = 0.6, p(first = san) = 0.4, p(second = york) = 0.4, …; the model gives each "
+            "real city p(first) · p(second); everything else goes to pairs that are not cities.")
 
 
 register(Exercise(
     id="05.3",
-    prompt=("In '[MASK] [MASK] is a big city' the truth is new york (0.5), los angeles (0.3) or san francisco (0.2). "
-            "A model that predicts both [MASK]s perfectly but separately: what probability does it give 'new angeles'?"),
+    prompt=("In '[MASK] [MASK] is a big city' the truth is new york (0.4), new orleans (0.2), san francisco (0.25) "
+            "or san diego (0.15). A model that predicts both [MASK]s perfectly but separately: how much probability "
+            "does it put on pairs that are none of these four cities (such as 'new diego')?"),
     grade=_grade_43,
     solution=lambda: _ANSWER_43,
-    wrong_answers=(0.0, 0.5, 0.8),
+    wrong_answers=(0.0, 1 - _ANSWER_43, 1 - sum(p * p for p in _CITIES_43.values()), 0.62),
 ))
 
 # ---- 05.4: the loss from logits ---------------------------------------------------------------------------------
@@ -261,3 +278,30 @@ register(Exercise(
     solution=_solution_45,
     wrong_answers=(_all_at_once, _with_specials, _probabilities),
 ))
+
+# ---- 05.6: explain why accuracy missed the bug --------------------------------------------------------------------
+multiple_choice(
+    "05.6",
+    "In §4 the model trained with labels=input_ids scores a *higher* top-1 accuracy over the held-out masked "
+    "positions than the correctly trained one, yet a far worse loss there. Why?",
+    {
+        "a": "It was trained on every position instead of 15 % of them, so it saw about six times as many targets "
+             "and simply learned more.",
+        "b": "At the positions shown unchanged the visible token is the answer, and the buggy model copies what it "
+             "sees, so it collects those points; at the [MASK] positions it confidently predicts [MASK], which is "
+             "never the true token and costs it a huge loss.",
+        "c": "Accuracy and loss measure the same thing, so after only a few hundred steps the difference between "
+             "them is noise.",
+        "d": "Its training loss was lower, and a lower training loss means better predictions everywhere.",
+    },
+    "b",
+    {
+        "a": "it saw more targets, but the wrong ones: most of them were copies of the input, and at [MASK] it learned "
+             "to answer [MASK] (its fill-mask answers show it), which no held-out question rewards.",
+        "c": "top-1 only asks whether the best guess is right; the loss also charges for how little probability the "
+             "true token got. A model that puts almost all its mass on [MASK] is wrong there by a lot, so the two "
+             "can move in opposite directions.",
+        "d": "its training loss was measured against its own corrupted labels, where copying is easy; only the loss on "
+             "correct labels at masked positions says how well it predicts hidden tokens.",
+    },
+)

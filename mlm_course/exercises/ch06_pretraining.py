@@ -1,10 +1,11 @@
-"""Exercises of notebook 06_pretraining: parameter counts, tokens seen, the schedule, the baseline, sparse logits."""
+"""Exercises of notebook 06_pretraining: parameter shares, tokens seen, the schedule, the baseline, sparse logits,
+and why the training loss ends below the held-out loss."""
 
 from __future__ import annotations
 
 import math
 
-from mlm_course.exercises import Exercise, register
+from mlm_course.exercises import Exercise, multiple_choice, register
 from mlm_course.models import CONFIGS
 from mlm_course.training import linear_schedule
 
@@ -16,29 +17,47 @@ def _close(answer, expected: float, rel: float = 1e-6) -> bool:
     return math.isclose(float(answer), expected, rel_tol=rel)
 
 
-# ---- 06.1: the word-embedding table -----------------------------------------------------------------------------
-_EMBED = COURSE_VOCAB * TINY_HIDDEN
+# ---- 06.1: where the parameters sit, with another vocabulary ----------------------------------------------------
+# build_model("tiny", tok, max_length=128): embeddings = words + 128 positions + 2 token types + LayerNorm;
+# the head = a 128 × 128 transform + LayerNorm + one output bias per vocabulary entry (its matrix is the tied table)
+_NOT_WORDS = 128 * TINY_HIDDEN + 2 * TINY_HIDDEN + 2 * TINY_HIDDEN  # positions, token types, LayerNorm
+_ENCODER, _HEAD_FIXED = 396_544, TINY_HIDDEN * TINY_HIDDEN + TINY_HIDDEN + 2 * TINY_HIDDEN
+
+
+def _word_share(vocab: int, *, bias_grows: bool = True, tied: bool = True) -> float:
+    words = vocab * TINY_HIDDEN
+    head = _HEAD_FIXED + (vocab if bias_grows else COURSE_VOCAB) + (0 if tied else words)
+    return words / (words + _NOT_WORDS + _ENCODER + head)
+
+
+_BERT_VOCAB = 30_522
 
 
 def _grade_51(answer) -> str | None:
-    value = int(answer)
-    if value == _EMBED:
+    value = float(answer)
+    if math.isclose(value, _word_share(_BERT_VOCAB), abs_tol=5e-4):
         return None
-    if value == 2 * _EMBED:
-        return "the output layer shares (ties) its weights with the input embeddings: count the table once."
-    if value == 30522 * TINY_HIDDEN:
-        return "the course model uses the course tokenizer: 8,192 entries, not bert-base-uncased's 30,522."
-    if value > _EMBED:
-        return "only the word-embedding table: vocabulary size × hidden size (no positions, token types or LayerNorm)."
-    return "vocabulary size × hidden size: len(tok) rows of model.config.hidden_size numbers."
+    if value > 1:
+        return "give the share of all parameters, a number between 0 and 1 (e.g. 0.71 for the course vocabulary)."
+    if math.isclose(value, _word_share(COURSE_VOCAB), abs_tol=5e-3):
+        return "that is the share with the course's 8,192 entries; redo it with bert-base-uncased's 30,522."
+    if math.isclose(value, _word_share(_BERT_VOCAB, bias_grows=False), abs_tol=5e-4):
+        return "close: the output layer's bias also has one entry per vocabulary word, so the head grows too."
+    if math.isclose(value, _word_share(_BERT_VOCAB, tied=False), abs_tol=5e-4):
+        return "the output matrix is tied to the word embeddings (the same tensor): count it once."
+    return ("only the vocabulary-sized parts change: the word table (vocabulary × 128) and the output bias "
+            "(one per word); positions, token types, LayerNorm and the encoder stay as printed in §2.")
 
 
 register(Exercise(
     id="06.1",
-    prompt="How many parameters does the word-embedding table of build_model('tiny', course tokenizer) have?",
+    prompt=("In §2 the word embeddings are 71 % of the tiny model. Built the same way (hidden 128, 2 layers, "
+            "max_length 128, output layer tied to the embeddings) but for bert-base-uncased's 30,522-entry vocabulary, "
+            "what share of all its parameters would the word-embedding table be? (a float between 0 and 1)"),
     grade=_grade_51,
-    solution=lambda: _EMBED,
-    wrong_answers=(2 * _EMBED, 30522 * TINY_HIDDEN, _EMBED + 512 * TINY_HIDDEN + 2 * TINY_HIDDEN),
+    solution=lambda: _word_share(_BERT_VOCAB),
+    wrong_answers=(_word_share(COURSE_VOCAB), _word_share(_BERT_VOCAB, bias_grows=False),
+                   _word_share(_BERT_VOCAB, tied=False), 30_522 * TINY_HIDDEN),
 ))
 
 # ---- 06.2: tokens seen -------------------------------------------------------------------------------------------
@@ -132,3 +151,28 @@ register(Exercise(
     solution=lambda: _SAVED,
     wrong_answers=(_POSITIONS * COURSE_VOCAB, round(_POSITIONS * 0.15) * COURSE_VOCAB, _POSITIONS - 614),
 ))
+
+# ---- 06.6: explain why the training loss ends below the held-out loss ----------------------------------------------
+multiple_choice(
+    "06.6",
+    "At the end of the shipped checkpoint's curve (§5) its training loss is about 0.6 nats below its held-out loss, "
+    "while the held-out loss is still falling. Which explanation fits the measurements of §5?",
+    {
+        "a": "The held-out chapters and articles use rarer words, so they are simply harder to predict.",
+        "b": "Training batches get fresh masks every step, and fresh masks are easier to fill in than the frozen "
+             "held-out masks.",
+        "c": "The model has seen every training block about 136 times and has started to know that text better "
+             "than new text; since the held-out loss still falls, this is not yet the harmful kind of overfitting.",
+        "d": "The training loss is an average over the steps of each log interval, so it lags behind the weights.",
+    },
+    "c",
+    {
+        "a": "the unigram baseline measures exactly that, and it differs by only about 0.1 nats between the training "
+             "sample and the held-out set; the rest of the gap is the model's.",
+        "b": "fresh and frozen masks are drawn by the same rule (15 %, 80/10/10); frozen only means the same positions "
+             "at every evaluation. The gap is there when the final weights score a training sample with frozen "
+             "masks too.",
+        "d": "a lag makes the training loss *higher* while the loss is falling, not lower; and the gap is also there "
+             "when the final weights score a training sample with frozen masks.",
+    },
+)
