@@ -86,7 +86,16 @@ def pretraining_text(
     ``max_chars`` (e.g. ``SETTINGS.corpus_max_chars``) keeps whole paragraphs while the text stays within
     ``max_chars`` characters (at least the first paragraph is always kept); ``None`` keeps everything.
     """
-    paragraphs = pretraining_paragraphs(split, sources)
+    return _join_within(pretraining_paragraphs(split, sources), max_chars)
+
+
+def review_training_text(max_chars: int | None = None) -> str:
+    """The sentences of the sentiment **train** split (no labels), one paragraph each, for domain-adaptive
+    continued pretraining (Gururangan et al., 2020); never the dev or test sentences. ``max_chars`` as above."""
+    return _join_within(sentiment("train").texts, max_chars)
+
+
+def _join_within(paragraphs: list[str], max_chars: int | None) -> str:
     if max_chars is None:
         return "\n\n".join(paragraphs)
     if isinstance(max_chars, bool) or not isinstance(max_chars, int):

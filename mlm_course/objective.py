@@ -21,7 +21,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from mlm_course import masking, pretraining
-from mlm_course.training import TrainConfig, Trainer, TrainResult, cycle_batches, step_generator
+from mlm_course.training import TrainConfig, TrainLoop, TrainResult, cycle_batches, step_generator
 
 IGNORE_INDEX = masking.IGNORE_INDEX
 REDUCTIONS = ("mean", "sum", "per_sequence_mean", "none")
@@ -315,7 +315,7 @@ def train_with_batches(
         rows = train_blocks[pick(step, micro, config.grad_accum)]
         return make_batch(rows, tokenizer, spec, step_generator(config.seed, step, stream=micro))
 
-    trainer = Trainer(
+    trainer = TrainLoop(
         model, config, batch_for_step=batch_for_step,
         compute_loss=lambda m, batch: pretraining.masked_lm_loss(m, batch), progress=progress,
     )

@@ -419,9 +419,6 @@ class TrainLoop:
         return True
 
 
-#: The loop's earlier name, kept for code written against it (not ``transformers.Trainer``).
-Trainer = TrainLoop
-
 
 def _write_checkpoint(loop: TrainLoop, final: Path) -> None:
     out = loop.out_dir

@@ -245,3 +245,13 @@ def test_missing_asset_says_how_to_rebuild(monkeypatch, tmp_path):
     finally:
         corpus._pretraining_records.cache_clear()
         corpus._sentiment_rows.cache_clear()
+
+
+def test_review_training_text_is_the_train_sentences_only():
+    text = corpus.review_training_text()
+    sentences = text.split("\n\n")
+    assert sentences == corpus.sentiment("train").texts
+    held_back = set(corpus.sentiment("dev").texts) | set(corpus.sentiment("test").texts)
+    assert not held_back & set(sentences) - set(corpus.sentiment("train").texts)
+    short = corpus.review_training_text(max_chars=500)
+    assert len(short) <= 500 and text.startswith(short)

@@ -1,0 +1,62 @@
+"""What pretraining buys (notebook 07's last section): zero-shot word order, label-efficiency grids, resumable.
+
+    .venv/bin/python scripts/run_payoff.py zero-shot                  # PLL(real) > PLL(corrupted) per model
+    .venv/bin/python scripts/run_payoff.py grid --recipe before       # the first comparison's settings (collapses)
+    .venv/bin/python scripts/run_payoff.py grid                       # the fixed recipe: every task, model, budget
+    .venv/bin/python scripts/run_payoff.py grid --models dapt --tasks sentiment --source dapt=runs/dapt
+
+Everything lands in notebooks/results/pretraining_payoff.json; a killed grid resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from mlm_course import label_efficiency as le
+from mlm_course import word_order
+from mlm_course.training import write_json_atomic
+
+RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "pretraining_payoff.json"
+
+
+def budget(text: str) -> int | None:
+    return None if text == "all" else int(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("zero-shot", "grid"))
+    parser.add_argument("--tasks", nargs="+", default=list(le.TASKS), choices=le.TASKS)
+    parser.add_argument("--models", nargs="+", default=[*le.MODELS, "bow"])
+    parser.add_argument("--budgets", nargs="+", type=budget, default=list(le.BUDGETS), help="numbers or 'all'")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--recipe", default="balanced", choices=("balanced", "before"))
+    parser.add_argument("--source", nargs="*", default=[], help="KEY=FOLDER for models that are not built in")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    command = "scripts/run_payoff.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.what == "zero-shot":
+        pairs = word_order.split("test").pairs()
+        table = {}
+        for key, (model, tokenizer) in le.zero_shot_models().items():
+            start = time.perf_counter()
+            table[key] = word_order.zero_shot(model, tokenizer, pairs) | {"seconds": round(time.perf_counter() - start)}
+            print(key, table[key], flush=True)
+        document = le.read_results(args.out)
+        write_json_atomic(args.out, document | {"zero_shot": table, "zero_shot_command": command})
+        return
+    sources = dict(item.split("=", 1) for item in args.source)
+    le.run_grid(args.out, tasks=args.tasks, models=args.models, budgets=args.budgets, seeds=args.seeds,
+                sources=sources, recipe_name=args.recipe, command=command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The word-order task: balanced, disjoint, deterministic splits whose corruptions only move words."""
+
+import random
+from collections import Counter
+
+import pytest
+
+from mlm_course import corpus, models, word_order
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {name: word_order.split(name) for name in word_order.SPLITS}
+
+
+def test_splits_are_balanced_pairs_with_the_documented_sizes(splits):
+    for name, data in splits.items():
+        assert data.labels == [1, 0] * (len(data) // 2)
+        assert data.kinds[0::2] == ["original"] * (len(data) // 2)
+        assert set(data.kinds[1::2]) <= {"swap", "shuffle"}
+        if name in word_order.SPLIT_SENTENCES:
+            assert len(data) == 2 * word_order.SPLIT_SENTENCES[name]
+    total = sum(len(d) for d in splits.values()) // 2
+    assert total == len(word_order.heldout_sentences()) > 1000
+
+
+def test_no_sentence_is_in_two_splits_and_none_was_trained_on(splits):
+    originals = {name: set(d.texts[0::2]) for name, d in splits.items()}
+    assert not originals["train"] & originals["dev"] and not originals["train"] & originals["test"]
+    assert not originals["dev"] & originals["test"]
+    training_text = corpus.pretraining_text("train")
+    assert not any(s in training_text for s in list(originals["test"])[:100])
+
+
+def test_both_kinds_are_drawn_about_equally_often(splits):
+    kinds = Counter(splits["train"].kinds[1::2])
+    n = sum(kinds.values())
+    # a fair coin per sentence: |share − 0.5| < 3.3 standard errors fails once in 1,000 seeds
+    assert abs(kinds["swap"] / n - 0.5) < 3.3 * (0.25 / n) ** 0.5
+
+
+def test_a_corruption_only_reorders_words(splits):
+    data = splits["test"]
+    for (real, fake), kind in zip(data.pairs(), data.kinds[1::2], strict=True):
+        a, b = real.split(), fake.split()
+        assert Counter(a) == Counter(b) and a != b  # same bag of words, different order
+        moved = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        assert moved[-1] - moved[0] < (2 if kind == "swap" else word_order.SPAN)
+        assert all(x.isalpha() or "'" in x or "-" in x for x in (a[i] for i in moved))
+
+
+def test_same_seed_same_data_other_seed_other_data():
+    assert word_order.split("dev", seed=0) == word_order.split("dev", seed=0)
+    assert word_order.split("dev", seed=1).texts != word_order.split("dev", seed=0).texts
+
+
+def test_corrupt_refuses_a_sentence_with_nothing_to_reorder():
+    with pytest.raises(ValueError, match="no stretch"):
+        word_order.corrupt("Yes, yes, yes.", random.Random(0))
+    with pytest.raises(ValueError, match="split="):
+        word_order.split("validation")
+
+
+def test_the_course_checkpoint_prefers_real_sentences_zero_shot(splits):
+    """40 test pairs; a model at chance reaches 31 wins with probability 0.03 % (binomial tail)."""
+    model, tokenizer = models.load_mlm("course")
+    result = word_order.zero_shot(model, tokenizer, splits["test"].pairs()[:40])
+    assert result["wins"] >= 31 and result["low"] > 0.5
+    assert result["low"] <= result["accuracy"] <= result["high"]
