@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
-from mlm_course import corpus, finetune, models, tokenization
+from mlm_course import corpus, finetune, models, objective, tokenization
 from mlm_course import device as devices
-from mlm_course.pretraining import MaskSpec, pack_blocks, pretrain
+from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
 from mlm_course.training import TrainConfig, iterate_in_batches, write_json_atomic
 
 FAMILIES = ("mix", "rate", "static")
@@ -217,29 +217,57 @@ def fine_tune_accuracy(model: BertForMaskedLM, data: GridData, budget: Budget, s
             "test_accuracy": test.metrics["accuracy"], "steps": fitted.steps}
 
 
-def run_one(variant: Variant, seed: int, budget: Budget, data: GridData, work_dir: Path,
-            progress: bool = False) -> dict:
-    """Pretrain one variant with one seed, then score it three ways. Returns the run's row."""
+def heldout_by_action(model: BertForMaskedLM, data: GridData) -> dict[str, dict[str, float]]:
+    """Held-out loss and top-1 on the frozen 15 % 80/10/10 masks, overall (``"all"``, equal to the run's held-out
+    figures) and split by what the evaluation did at the position: ``"[MASK]"``, ``"random token"``, ``"unchanged"``
+    (:func:`mlm_course.objective.evaluate_by_action`)."""
+    batches = frozen_eval_batches(data.eval_blocks, data.tokenizer, MaskSpec())  # the masks pretrain() scores on
+    return objective.evaluate_by_action(model, batches, data.tokenizer.mask_token_id)
+
+
+def heldout_baselines(data: GridData) -> dict[str, dict[str, float]]:
+    """Reference levels on the grid's held-out masks: uniform guessing over the vocabulary (``"chance"``) and
+    the training-token frequencies (``"unigram"``, :func:`mlm_course.pretraining.unigram_baseline`)."""
+    batches = frozen_eval_batches(data.eval_blocks, data.tokenizer, MaskSpec())
+    vocab = len(data.tokenizer)
+    unigram = unigram_baseline(data.train_blocks, batches, vocab, data.tokenizer.all_special_ids)
+    return {"chance": {"loss": math.log(vocab), "top1": 1 / vocab, "tokens": unigram["tokens"]}, "unigram": unigram}
+
+
+def pretrain_variant(variant: Variant, seed: int, budget: Budget, data: GridData,
+                     progress: bool = False) -> tuple[BertForMaskedLM, dict]:
+    """Pretrain one variant with one seed and score it on the held-out masks (overall and by action)."""
     start = time.perf_counter()
     model = models.build_model(budget.model, data.tokenizer, seed=seed, max_length=budget.seq_len,
                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     config = TrainConfig(steps=budget.steps, batch_size=budget.batch_size, lr=budget.lr, warmup=budget.warmup,
-                         eval_every=budget.steps, save_every=budget.steps, seed=seed)
+                         eval_every=budget.steps, save_every=budget.steps, seed=seed,
+                         precision="fp32")  # the stored grid is fp32; "auto" picks bf16 on CPUs that have it
     blocks = data.small_blocks if variant.small_data else data.train_blocks
     result = pretrain(model, data.tokenizer, blocks, data.eval_blocks, config, spec=variant.spec,
                       static_copies=variant.static_copies, progress=progress)
-    pretrain_seconds = time.perf_counter() - start
     heldout = [m for m in result.metrics if m["split"] == "eval"][-1]
     model = model.cpu().eval()
-    probe = feature_probe(model.bert, data.sentiment, data.tokenizer.pad_token_id)
-    fine = fine_tune_accuracy(model, data, budget, seed, work_dir)
-    return {
+    return model, {
         "key": variant.key, "seed": seed,
         "epochs": round(budget.steps * budget.batch_size / len(blocks), 2),
         "heldout": {k: heldout[k] for k in ("loss", "top1", "top5", "tokens")},
-        "finetune": fine, "probe": probe,
-        "seconds": {"pretrain": round(pretrain_seconds, 1), "total": round(time.perf_counter() - start, 1)},
+        "heldout_by_action": heldout_by_action(model, data),
+        "seconds": {"pretrain": round(time.perf_counter() - start, 1)},
     }
+
+
+def run_one(variant: Variant, seed: int, budget: Budget, data: GridData, work_dir: Path,
+            progress: bool = False, downstream: bool = True) -> dict:
+    """Pretrain one variant with one seed, then score it three ways (``downstream=False``: held-out loss only).
+    Returns the run's row."""
+    start = time.perf_counter()
+    model, row = pretrain_variant(variant, seed, budget, data, progress)
+    if downstream:
+        row["probe"] = feature_probe(model.bert, data.sentiment, data.tokenizer.pad_token_id)
+        row["finetune"] = fine_tune_accuracy(model, data, budget, seed, work_dir)
+    row["seconds"]["total"] = round(time.perf_counter() - start, 1)
+    return row
 
 
 # ---- the grid ------------------------------------------------------------------------------------------------------
@@ -265,8 +293,9 @@ def _claim(path: Path) -> bool:
 
 
 def run_grid(budget: Budget, out_dir: str | Path, *, families: Sequence[str] = FAMILIES,
-             log: Callable[[str], None] = print) -> list[dict]:
+             log: Callable[[str], None] = print, downstream: bool = True) -> list[dict]:
     """Every (variant, seed) of the grid; each finished run is stored in ``out_dir`` and skipped on a rerun.
+    ``downstream=False`` pretrains and scores the held-out masks only (no fine-tuning, no probe), stored apart.
 
     Several processes can share a grid: each claims a run before training it and skips runs claimed by another
     live process (the returned rows then hold only the finished runs; rerun once all are done to collect them).
@@ -280,7 +309,7 @@ def run_grid(budget: Budget, out_dir: str | Path, *, families: Sequence[str] = F
     rows = []
     for seed in budget.seeds:  # seeds outermost: a grid stopped early still has whole seeds
         for key in keys:
-            done = out / key / f"seed-{seed}.json"
+            done = out / key / f"seed-{seed}{'' if downstream else '-heldout'}.json"
             if done.exists():
                 rows.append(json.loads(done.read_text()))
                 continue
@@ -289,15 +318,33 @@ def run_grid(budget: Budget, out_dir: str | Path, *, families: Sequence[str] = F
                 continue
             data = data or load_data(budget)
             try:
-                row = run_one(by_key[key], seed, budget, data, out / key / f"seed-{seed}-model")
+                row = run_one(by_key[key], seed, budget, data, out / key / f"seed-{seed}-model",
+                              downstream=downstream)
                 write_json_atomic(done, row)
             finally:
                 done.with_suffix(".claim").unlink(missing_ok=True)
-            log(f"{key} seed {seed}: held-out loss {row['heldout']['loss']:.3f}, fine-tune "
-                f"{row['finetune']['test_accuracy']:.3f}, probe {row['probe']['test_accuracy']:.3f} "
+            scores = (f", fine-tune {row['finetune']['test_accuracy']:.3f}, probe {row['probe']['test_accuracy']:.3f}"
+                      if downstream else "")
+            log(f"{key} seed {seed}: held-out loss {row['heldout']['loss']:.3f}{scores} "
                 f"({row['seconds']['total']:.0f} s)")
             rows.append(row)
     return rows
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Mean of the per-seed ``values`` and the half-width of its two-sided ``confidence`` t-interval
+    (n − 1 degrees of freedom; nan for a single value)."""
+    from scipy import stats
+
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("no values: pass the per-seed results of at least one run.")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence={confidence}: use a probability between 0 and 1, e.g. 0.95.")
+    if len(values) == 1:
+        return values[0], math.nan
+    mean, std = mean_std(values)
+    return mean, float(stats.t.ppf((1 + confidence) / 2, len(values) - 1)) * std / math.sqrt(len(values))
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
@@ -311,7 +358,21 @@ METRICS: dict[str, Callable[[dict], float]] = {
     "heldout_top1": lambda row: row["heldout"]["top1"],
     "finetune_acc": lambda row: row["finetune"]["test_accuracy"],
     "probe_acc": lambda row: row["probe"]["test_accuracy"],
+    # the held-out loss split by what the frozen 80/10/10 evaluation did at each position (runs since 2026-11-30)
+    **{f"heldout_loss_{name}": (lambda row, action=action: row["heldout_by_action"][action]["loss"])
+       for name, action in (("mask", "[MASK]"), ("random", "random token"), ("unchanged", "unchanged"))},
 }
+
+
+def _measured(get: Callable[[dict], float], runs: Sequence[dict]) -> list[float]:
+    """``get`` of every run that measured it (held-out-only runs have no fine-tuning; older runs no split)."""
+    values = []
+    for run in runs:
+        try:
+            values.append(get(run))
+        except KeyError:
+            continue
+    return values
 
 
 def summarise(rows: Sequence[dict], budget: Budget, families: Sequence[str] = FAMILIES) -> list[dict]:
@@ -324,7 +385,7 @@ def summarise(rows: Sequence[dict], budget: Budget, families: Sequence[str] = FA
         runs = by_key.get(variant.key, [])
         line = {"family": variant.family, "label": variant.label, "key": variant.key, "seeds": len(runs),
                 "rate": variant.rate, "mix": list(variant.mix), "static_copies": variant.static_copies}
-        line["values"] = {name: [get(r) for r in runs] for name, get in METRICS.items()}
+        line["values"] = {name: _measured(get, runs) for name, get in METRICS.items()}
         for name, values in line["values"].items():
             line[name] = mean_std(values) if values else (math.nan, math.nan)
         lines.append(line)
@@ -371,6 +432,21 @@ def summary_table(document: dict, family: str) -> str:
         if family == "mix" and line["label"] in paper:
             p = paper[line["label"]]
             cells.append(f"{p['mnli']:>12.1f}{p['ner_finetune']:>8.1f}{p['ner_feature']:>8.1f}")
+        out.append("".join(cells))
+    return "\n".join(out)
+
+
+def by_action_table(document: dict, family: str) -> str:
+    """Held-out loss by what the frozen 80/10/10 evaluation did at each position: mean ± std over the seeds."""
+    names = (("all", "heldout_loss"), ("[MASK] (80 %)", "heldout_loss_mask"),
+             ("random (10 %)", "heldout_loss_random"), ("unchanged (10 %)", "heldout_loss_unchanged"))
+    out = [f"{'variant':<12}{'seeds':>6}" + "".join(f"{title:>18}" for title, _ in names)]
+    for line in (line for line in document["summary"] if line["family"] == family):
+        cells = [f"{line['label']:<12}{len(line['values']['heldout_loss_mask']):>6}"]
+        for _, name in names:
+            values = line["values"][name]
+            mean, std = mean_std(values) if values else (math.nan, math.nan)
+            cells.append(f"{f'{mean:.3f} ± {std:.3f}':>18}")
         out.append("".join(cells))
     return "\n".join(out)
 

@@ -2,6 +2,7 @@
 
     python scripts/run_ablations.py --budget cpu                  # ≈ 2 CPU-minutes per run, 33 runs
     python scripts/run_ablations.py --budget long --seeds 0 1 2   # past the plateau: use a GPU
+    python scripts/run_ablations.py --families mix --seeds 0 --heldout-only   # held-out loss by action only
 
 Each finished run is kept under --work (default runs/ablations/<budget>) and skipped on a rerun, so a killed grid
 continues where it stopped, and several processes can share the work (give each other --seeds). The summary
@@ -32,15 +33,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="results JSON (default notebooks/results/ablations_BUDGET.json)")
     parser.add_argument("--no-summary", action="store_true", help="only run; do not write --out")
+    parser.add_argument("--heldout-only", action="store_true",
+                        help="pretrain and score the held-out masks (overall and by action) only; no fine-tuning "
+                             "or probe (default --out notebooks/results/ablations_BUDGET_heldout.json)")
     args = parser.parse_args(argv)
 
     budget = ablations.BUDGETS[args.budget]
     if args.seeds:
         budget = replace(budget, seeds=tuple(args.seeds))
     work = args.work or ROOT / "runs" / "ablations" / budget.name
-    out = args.out or ROOT / "notebooks" / "results" / f"ablations_{budget.name}.json"
+    suffix = "_heldout" if args.heldout_only else ""
+    out = args.out or ROOT / "notebooks" / "results" / f"ablations_{budget.name}{suffix}.json"
     start = time.perf_counter()
-    rows = ablations.run_grid(budget, work, families=args.families, log=lambda line: print(line, flush=True))
+    rows = ablations.run_grid(budget, work, families=args.families, log=lambda line: print(line, flush=True),
+                              downstream=not args.heldout_only)
     if not args.no_summary:
         all_seeds = replace(budget, seeds=tuple(sorted({row["seed"] for row in rows})))
         command = "python scripts/run_ablations.py " + shlex.join(argv if argv is not None else sys.argv[1:])
@@ -48,9 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         document = ablations.results_document(rows, all_seeds, command=command.strip(), seconds=seconds,
                                               families=args.families)
         document["grid_seconds_this_call"] = round(time.perf_counter() - start, 1)
+        # chance and unigram levels on the same frozen held-out masks, for the figures' reference lines
+        document["heldout_baselines"] = ablations.heldout_baselines(ablations.load_data(budget))
         write_json_atomic(out, document)
         for family in args.families:
-            print(ablations.summary_table(document, family), "\n", flush=True)
+            table = ablations.by_action_table if args.heldout_only else ablations.summary_table
+            print(table(document, family), "\n", flush=True)
         print(f"wrote {out}")
     return 0
 

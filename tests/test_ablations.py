@@ -130,7 +130,7 @@ def test_runs_claimed_by_a_live_process_are_skipped_stale_claims_are_taken_over(
     budget = BUDGETS["quick"]
     trained = []
     monkeypatch.setattr(ablations, "load_data", lambda budget: None)
-    monkeypatch.setattr(ablations, "run_one", lambda variant, seed, *a: trained.append(variant.key) or {
+    monkeypatch.setattr(ablations, "run_one", lambda variant, seed, *a, **k: trained.append(variant.key) or {
         "key": variant.key, "seed": seed, "heldout": {"loss": 6.0}, "finetune": {"test_accuracy": 0.5},
         "probe": {"test_accuracy": 0.5}, "seconds": {"total": 1.0}})
     dynamic, static = [v.key for v in ablations.variants(["static"])]
@@ -143,3 +143,73 @@ def test_runs_claimed_by_a_live_process_are_skipped_stale_claims_are_taken_over(
     assert trained == [static] and [row["key"] for row in rows] == [static]
     assert "another process" in log[0] and "held-out loss 6.000" in log[1]
     assert not (tmp_path / static / "seed-0.claim").exists() and (tmp_path / static / "seed-0.json").exists()
+
+
+def test_heldout_split_by_action_adds_up_to_the_runs_heldout_figures():
+    """The split is of the same frozen masks pretrain() scores: its "all" equals the run's held-out loss, the three
+    groups partition the positions (about 80/10/10 of them), and at "unchanged" positions the input shows the label."""
+    from mlm_course import objective
+    from mlm_course.pretraining import MaskSpec, frozen_eval_batches
+
+    budget = BUDGETS["quick"]
+    data = ablations.load_data(budget)
+    model, row = ablations.pretrain_variant(ablations.variants(["mix"])[1], 0, budget, data)  # 100/0/0
+    split = row["heldout_by_action"]
+    assert split["all"]["loss"] == pytest.approx(row["heldout"]["loss"], abs=1e-4)
+    assert split["all"]["top1"] == pytest.approx(row["heldout"]["top1"], abs=1e-9)
+    counts = [split[name]["tokens"] for name in objective.ACTIONS]
+    assert sum(counts) == split["all"]["tokens"] == row["heldout"]["tokens"]
+    assert counts[0] / sum(counts) == pytest.approx(0.8, abs=0.06)  # 80 % of ~270 positions shown as [MASK]
+    batches = frozen_eval_batches(data.eval_blocks, data.tokenizer, MaskSpec())
+    shown_true = sum(int(((b["labels"] != -100) & (b["input_ids"] == b["labels"])).sum()) for b in batches)
+    assert split["unchanged"]["tokens"] == shown_true
+    weighted = sum(split[name]["loss"] * split[name]["tokens"] for name in objective.ACTIONS) / sum(counts)
+    assert weighted == pytest.approx(split["all"]["loss"], rel=1e-6)
+
+
+def test_heldout_baselines_by_hand():
+    data = ablations.load_data(BUDGETS["quick"])
+    levels = ablations.heldout_baselines(data)
+    vocab = len(data.tokenizer)
+    assert levels["chance"]["loss"] == pytest.approx(np.log(vocab)) and levels["chance"]["top1"] == 1 / vocab
+    # by hand: add-one counts of the training tokens, specials never predicted, mean −log p over the masked labels
+    counts = np.bincount(data.train_blocks.flatten().numpy(), minlength=vocab).astype(float) + 1
+    counts[data.tokenizer.all_special_ids] = 0
+    from mlm_course.pretraining import MaskSpec, frozen_eval_batches
+
+    labels = np.concatenate([b["labels"][b["labels"] != -100].numpy()
+                             for b in frozen_eval_batches(data.eval_blocks, data.tokenizer, MaskSpec())])
+    assert levels["unigram"]["loss"] == pytest.approx(float(-np.log(counts[labels] / counts.sum()).mean()))
+    assert levels["unigram"]["tokens"] == len(labels) == levels["chance"]["tokens"]
+    assert levels["unigram"]["loss"] < levels["chance"]["loss"]
+
+
+def test_mean_interval_is_the_t_interval():
+    from scipy import stats
+
+    values = [6.21, 6.213, 6.209]
+    mean, half = ablations.mean_interval(values)
+    low, high = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
+    assert mean == pytest.approx(np.mean(values)) and half == pytest.approx((high - low) / 2)
+    assert half / stats.sem(values) == pytest.approx(4.303, abs=1e-3)  # t(0.975, 2 df), the table value
+    assert np.isnan(ablations.mean_interval([1.0])[1])
+    with pytest.raises(ValueError, match="at least one run"):
+        ablations.mean_interval([])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        ablations.mean_interval(values, confidence=95)
+
+
+def test_heldout_only_grid_stores_apart_and_summarises_without_downstream_scores(tmp_path):
+    budget = BUDGETS["quick"]
+    rows = ablations.run_grid(budget, tmp_path, families=["static"], log=lambda line: None, downstream=False)
+    for row in rows:
+        assert (tmp_path / row["key"] / "seed-0-heldout.json").exists()
+        assert not (tmp_path / row["key"] / "seed-0.json").exists()
+        assert "finetune" not in row and "probe" not in row and row["heldout_by_action"]["all"]["tokens"] > 0
+    document = ablations.results_document(rows, budget, command="t", seconds=1.0, families=["static"])
+    line = document["summary"][0]
+    assert line["values"]["finetune_acc"] == [] and np.isnan(line["finetune_acc"][0])
+    assert line["heldout_loss_unchanged"][0] == pytest.approx(rows[0]["heldout_by_action"]["unchanged"]["loss"])
+    table = ablations.by_action_table(document, "static")
+    assert table.splitlines()[0].split()[:2] == ["variant", "seeds"] and "unchanged (10 %)" in table
+    assert f"{rows[0]['heldout_by_action']['[MASK]']['loss']:.3f} ± 0.000" in table.splitlines()[1]

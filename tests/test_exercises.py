@@ -75,6 +75,39 @@ def test_solution_source_is_the_reference_code():
     assert source.startswith("def _solution_74") and "def welch_t(a, b):" in source
 
 
+FUNCTION_EXERCISES = [ex for ex in ALL if callable(ex.solution())]
+
+
+@pytest.mark.parametrize("exercise", FUNCTION_EXERCISES, ids=[ex.id for ex in FUNCTION_EXERCISES])
+def test_solution_source_prints_the_code_of_the_reference_function(exercise):
+    """The solutions notebook prints this: it must be the function's code, whatever way it was declared."""
+    reference = exercise.solution()
+    source = exercises.solution_source(exercise.id)
+    assert f"def {reference.__name__}(" in source, source
+    assert "lambda:" not in source
+
+
+def test_solution_source_refuses_an_exercise_without_a_function():
+    with pytest.raises(ValueError, match="does not ask for a function"):
+        exercises.solution_source("01.1")
+
+
+def test_multiple_choice_names_the_misconception_of_each_wrong_letter():
+    options = {"a": "right", "b": "wrong one", "c": "wrong two"}
+    ex = exercises.multiple_choice("zz.7", "Why?", options, "a", {"b": "hint b", "c": "hint c"})
+    try:
+        assert "(b) wrong one" in ex.prompt and "one letter: a, b, c" in ex.prompt
+        assert [exercises.grade("zz.7", x) for x in ("a", " A ", "(a)")] == [None, None, None]
+        assert exercises.grade("zz.7", "b") == "hint b" and exercises.grade("zz.7", "c") == "hint c"
+        assert "one of the letters" in exercises.grade("zz.7", "e") and "'a'" in exercises.grade("zz.7", 3)
+        assert set(ex.wrong_answers) == {"b", "c", "z"}
+    finally:
+        del exercises._REGISTRY["zz.7"]
+    with pytest.raises(ValueError, match="one hint for every option"):
+        exercises.multiple_choice("zz.8", "Why?", options, "a", {"b": "hint b"})
+    assert "zz.8" not in exercises._REGISTRY
+
+
 def test_welch_reference_equals_scipy():
     from scipy import stats
 
@@ -106,3 +139,45 @@ def test_solutions_notebook_checks_every_exercise():
     checked = set(re.findall(r'check\("(\d\d\.\d)"', source))
     assert checked == {ex.id for ex in exercises.all_exercises()}
     assert "assert not missing" in source
+
+
+def test_check_writes_its_verdict_in_one_piece(monkeypatch):
+    """print() writes the text and its newline separately; a kernel flushing in between stored two output chunks."""
+    import io
+    import sys
+
+    writes = []
+
+    class Recorder(io.StringIO):
+        def write(self, text):
+            writes.append(text)
+            return len(text)
+
+    monkeypatch.setattr(sys, "stdout", Recorder())
+    exercises.check("01.1", ...)
+    exercises.check("01.1", exercises.solution("01.1"))
+    assert len(writes) == 2 and all(w.endswith("\n") and w.count("\n") == 1 for w in writes), writes
+
+
+def test_answers_of_chapters_01_to_04_against_the_libraries():
+    """03.1 by the package's count, 03.3 by the tokenizer, 04.4 by transformers' own BERT-large layer."""
+    import torch
+    from transformers import BertConfig
+    from transformers.models.bert.modeling_bert import BertLayer
+
+    from mlm_course import bert, masking
+    from mlm_course.tokenization import bert_tokenizer
+
+    lengths = (3, 17, 90, 150)
+    assert exercises.solution("03.1") == [masking.num_to_predict(n, 0.15) for n in lengths]
+    half_even = [masking.num_to_predict(n, 0.15, rounding="half_even") for n in lengths]
+    assert half_even != exercises.solution("03.1") and "Python 2" in exercises.grade("03.1", half_even)
+    ids = torch.tensor(bert_tokenizer()("The cat sat on the mat.")["input_ids"])
+    selected = torch.zeros_like(ids, dtype=torch.bool)
+    selected[[2, 5, 6]] = True
+    assert exercises.solution("03.3") == torch.where(selected, ids, -100).tolist()
+    large = BertConfig(hidden_size=1024, intermediate_size=4096, num_attention_heads=16, num_hidden_layers=24)
+    with torch.device("meta"):
+        layer = BertLayer(large)
+    assert exercises.solution("04.4") == sum(p.numel() for p in layer.parameters()) == 12_596_224
+    assert exercises.solution("04.4") * 24 == bert.parameter_count(large)["encoder"]

@@ -51,17 +51,51 @@ def test_finetune_curves_needs_training_rows():
         plots.finetune_curves([{"step": 1, "split": "dev", "loss": 1.0, "accuracy": 0.5}])
 
 
-def test_comparison_bars_plot_values_and_mark_rows_not_run():
-    rows = [{"label": "bag of words", "accuracy": 0.79, "f1": 0.80},
-            {"label": "MiniLM", "accuracy": 0.86, "f1": 0.85},
-            {"label": "bert-base", "accuracy": None, "f1": None}]
-    fig = plots.comparison_bars(rows)
+def test_finetune_curves_obey_the_figure_rules():
+    metrics = [{"step": 10, "split": "train", "loss": 0.7}, {"step": 10, "split": "dev", "loss": 0.6, "accuracy": 0.7}]
+    assert plots.figure_rule_violations(plots.finetune_curves(metrics)) == []
+
+
+def test_comparison_dots_show_wilson_intervals_from_chance_and_rows_not_run():
+    from mlm_course.masking import binomial_interval
+
+    rows = [{"label": "bag of words", "accuracy": 0.794, "examples": 1057},
+            {"label": "MiniLM", "accuracy": 0.837, "examples": 1057},
+            {"label": "bert-base", "accuracy": None}]
+    fig = plots.comparison_dots(rows)
     ax = fig.axes[0]
-    acc, f1 = ax.containers
-    assert [round(p.get_width(), 2) for p in acc] == [0.79, 0.86]
-    assert [round(p.get_width(), 2) for p in f1] == [0.80, 0.85]
+    dots = [c.lines[0] for c in ax.containers]
+    assert [round(float(d.get_xdata()[0]), 3) for d in dots] == [0.794, 0.837]
+    low, high = ax.containers[0].lines[2][0].get_segments()[0][:, 0]
+    assert (low, high) == pytest.approx(binomial_interval(839, 1057, 0.95))  # 0.794 × 1057 ≈ 839 right
+    assert high - low == pytest.approx(2 * 1.96 * np.sqrt(0.794 * 0.206 / 1057), rel=0.03)  # ≈ ±2.4 points
+    assert ax.get_xlim()[0] == pytest.approx(0.48) and ax.get_xlim()[1] == 1.0
+    chance = [ln for ln in ax.lines if ln.get_label() == "chance (50%)"]
+    assert len(chance) == 1 and list(chance[0].get_xdata()) == [0.5, 0.5]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["bag of words", "MiniLM", "bert-base"]
-    texts = [t.get_text() for t in ax.texts]
-    assert texts.count("not run") == 2 and "86.0%" in texts
+    not_run = [t for t in ax.texts if t.get_text() == "not run"]
+    assert len(not_run) == 1 and not_run[0].get_position()[0] > 0.5  # inside the axes, clear of the tick labels
+    assert plots.figure_rule_violations(fig) == []
     with pytest.raises(ValueError, match="no rows"):
-        plots.comparison_bars([])
+        plots.comparison_dots([])
+    with pytest.raises(ValueError, match="number of test sentences"):
+        plots.comparison_dots([{"label": "x", "accuracy": 0.8}])
+
+
+def test_label_efficiency_curves_draw_one_line_per_model_with_intervals():
+    from mlm_course import label_efficiency, plots
+
+    rows = [{"task": "t", "model": m, "budget": b, "n_train": b or 2000, "seed": s, "collapsed": False,
+             "test_accuracy": 0.5 + (0.1 if m == "course" else 0.0) + 0.01 * s}
+            for m in ("random", "course") for b in (50, 1000, None) for s in range(3)]
+    summary = label_efficiency.summarise(rows, "t")
+    fig = plots.label_efficiency_curves(summary, zero_shot={"course": {"accuracy": 0.9, "low": 0.88, "high": 0.92}},
+                                        title="word order")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_xlim()[1] > 2000
+    lines = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
+    assert sorted(len(line.get_xdata()) for line in lines) == [3, 3]  # one line of three budgets per model
+    assert any("zero-shot" in text.get_text() and "90.0%" in text.get_text() for text in ax.texts)
+    assert plots.figure_rule_violations(fig) == []
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plots.label_efficiency_curves({})

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -91,7 +92,10 @@ def check(exercise_id: str, answer: Any) -> None:
     hint = grade(exercise_id, answer)
     if hint is None:
         _SOLVED.add(exercise_id)
-    print(f"✅ {exercise_id}: correct." if hint is None else f"❌ {exercise_id}: {hint}")
+    verdict = f"✅ {exercise_id}: correct." if hint is None else f"❌ {exercise_id}: {hint}"
+    # one write, not print(): print writes the text and its "\n" separately, and a kernel that flushes its
+    # output buffer in between stores the line as two output chunks
+    sys.stdout.write(verdict + "\n")
 
 
 def solution(exercise_id: str) -> Any:

@@ -1,4 +1,5 @@
-"""Exercises of notebook 08_ablations: what a mix means per token, predictions per step, static masks, seeds."""
+"""Exercises of notebook 08_ablations: what a mix means per token, predictions per step, static masks, seeds, and
+why one evaluation can favour one training mix."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 import random
 import statistics
 
-from mlm_course.exercises import Exercise, register
+from mlm_course.exercises import Exercise, multiple_choice, register
 
 
 def _close(answer, expected: float, rel: float = 1e-6) -> bool:
@@ -159,3 +160,29 @@ register(Exercise(
     solution=_solution_74,
     wrong_answers=(_population_t, _reversed_t, _no_sizes_t),
 ))
+
+# ---- 08.5: explain why the frozen 80/10/10 evaluation favours mixes with SAME -------------------------------------
+multiple_choice(
+    "08.5",
+    "On the frozen 15 % 80/10/10 held-out masks, the mixes that keep some tokens unchanged (SAME > 0) score clearly "
+    "lower losses than those that do not (6.21 for 80/10/10 against 6.57 for 100/0/0, seed spread < 0.01). Why "
+    "does this not show, by itself, that SAME gives better representations?",
+    {
+        "a": "Because three seeds are too few to tell a difference of 0.35 nats from noise.",
+        "b": "Because 10 % of the evaluation positions show the true token: a model trained with SAME has learned "
+             "that a visible token may be the answer and copies it, a model trained without SAME was never asked "
+             "about a visible token. The evaluation resembles one training mix; compare the mixes at the "
+             "[MASK] positions, where every model was trained, before concluding.",
+        "c": "Because mixes without SAME predict fewer tokens per step, so they had less training signal.",
+        "d": "Because every run was scored on different held-out positions.",
+    },
+    "b",
+    {
+        "a": "the seed-to-seed spread is below 0.01 nats and Welch's t is about 80: the difference is real. The "
+             "question is what it measures.",
+        "c": "every mix selects the same 15 % of the tokens and predicts all of them; the mix only decides what "
+             "the selected positions show.",
+        "d": "the evaluation masks are frozen (seed 1234): every run is scored on the same positions with the same "
+             "replacements (section 3).",
+    },
+)
