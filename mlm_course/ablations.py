@@ -208,7 +208,8 @@ def fine_tune_accuracy(model: BertForMaskedLM, data: GridData, budget: Budget, s
     model.save_pretrained(work_dir)
     data.tokenizer.save_pretrained(work_dir)
     classifier, _ = finetune.load_classifier(work_dir, seed=seed, dropout=0.1)
-    config = finetune.FinetuneConfig(epochs=budget.finetune_epochs, lr=budget.finetune_lr, seed=seed)
+    config = finetune.FinetuneConfig(epochs=budget.finetune_epochs, lr=budget.finetune_lr, seed=seed,
+                                     precision="fp32")  # as the stored grid
     pad = data.tokenizer.pad_token_id
     fitted = finetune.fit(classifier, data.sentiment["train"], data.sentiment["dev"], config, pad_token_id=pad,
                           progress=False, verbose=False)
