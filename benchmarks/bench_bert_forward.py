@@ -15,10 +15,9 @@ import argparse
 import copy
 import json
 import os
-import statistics
-import time
 from pathlib import Path
 
+import timing  # benchmarks/timing.py (run as a script, this folder is on sys.path)
 import torch
 import transformers
 from transformers import BertConfig, BertForMaskedLM
@@ -27,18 +26,6 @@ from mlm_course import device, models
 from mlm_course.bert import BertMLM
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_forward.json"
-
-
-def round_robin_medians(candidates: dict, repeats: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    for fn in candidates.values():
-        fn()  # warm-up
-    for _ in range(repeats):
-        for name, fn in candidates.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def reference_model(size: str) -> BertForMaskedLM:
@@ -67,7 +54,7 @@ def bench_size(size: str, batch: int, length: int, repeats: int) -> dict:
         def run(model, hf=True):
             return lambda: model(input_ids=ids, attention_mask=mask) if hf else model(ids, mask)
 
-        seconds = round_robin_medians({"ours": run(ours, hf=False), "transformers_sdpa": run(reference),
+        seconds = timing.round_robin_medians({"ours": run(ours, hf=False), "transformers_sdpa": run(reference),
                                        "transformers_eager": run(eager)}, repeats)
     return {
         "batch": [batch, length], "parameters": sum(p.numel() for p in ours.parameters()),

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+import timing  # benchmarks/timing.py (run as a script, this folder is on sys.path)
 import torch
 import transformers
 from transformers import DataCollatorForLanguageModeling
@@ -47,19 +48,6 @@ def median_seconds(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def round_robin_medians(candidates: dict, repeats: int) -> dict[str, float]:
-    """Median seconds per candidate, timing them in turn each round so a busy machine slows all alike."""
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    for fn in candidates.values():
-        fn()  # warm-up
-    for _ in range(repeats):
-        for name, fn in candidates.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(v) for name, v in times.items()}
 
 
 def loop_over_tensor(ids: torch.Tensor, special: set[int], mask_id: int, vocab: int, g: torch.Generator):
@@ -133,7 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
         "ours_collator_end_to_end": lambda: ours(examples),
         "transformers_collator_end_to_end": lambda: theirs(examples),
     }
-    t = round_robin_medians(candidates, repeats)
+    t = timing.round_robin_medians(candidates, repeats)
 
     subset = ids[:loop_rows].tolist()
     rng = random.Random(0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 import os
+import statistics
 import time
 
 
@@ -98,3 +99,16 @@ def seconds_between_logged_steps(metrics: list[dict], first: int, last: int) -> 
     if first not in times or last not in times:
         raise RuntimeError(f"our loop logged steps {sorted(times)}; expected {first} and {last}")
     return times[last] - times[first]
+
+
+def round_robin_medians(candidates: dict, repeats: int) -> dict[str, float]:
+    """Median seconds per candidate, timing them in turn each round so a busy machine slows all alike."""
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for fn in candidates.values():
+        fn()  # warm-up
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(v) for name, v in times.items()}

@@ -207,19 +207,24 @@ def collapse_counts(rows: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def summarise(rows: list[dict], task: str) -> dict[str, list[dict]]:
-    """Per model, per budget: mean test accuracy, its standard error and a 95 % t-interval over seeds."""
+    """Per model, per budget (in the order first seen): mean test accuracy over seeds, its standard error, a 95 %
+    t-interval, the number of runs and how many of them collapsed."""
+    groups: dict[tuple[str, int | None], list[dict]] = {}
+    for row in rows:
+        if row["task"] == task:
+            groups.setdefault((row["model"], row["budget"]), []).append(row)
+    out: dict[str, list[dict]] = {}
+    for (model, budget), runs in groups.items():
+        out.setdefault(model, []).append({"budget": budget, "n_train": runs[0]["n_train"], **_over_seeds(runs)})
+    return out
+
+
+def _over_seeds(runs: list[dict]) -> dict:
     from scipy import stats
 
-    out: dict[str, list[dict]] = {}
-    for model in dict.fromkeys(r["model"] for r in rows if r["task"] == task):
-        for budget in dict.fromkeys(r["budget"] for r in rows if r["task"] == task and r["model"] == model):
-            accs = [r["test_accuracy"] for r in rows if (r["task"], r["model"], r["budget"]) == (task, model, budget)]
-            m = mean(accs)
-            se = stdev(accs) / math.sqrt(len(accs)) if len(accs) > 1 else float("nan")
-            half = stats.t.ppf(0.975, len(accs) - 1) * se if len(accs) > 1 else float("nan")
-            n_train = next(r["n_train"] for r in rows if (r["task"], r["model"], r["budget"]) == (task, model, budget))
-            out.setdefault(model, []).append({"budget": budget, "n_train": n_train, "mean": m, "se": se,
-                                              "low": m - half, "high": m + half, "runs": len(accs),
-                                              "collapsed": sum(r["collapsed"] for r in rows if (r["task"], r["model"],
-                                                               r["budget"]) == (task, model, budget))})
-    return out
+    accuracies = [r["test_accuracy"] for r in runs]
+    m, n = mean(accuracies), len(accuracies)
+    se = stdev(accuracies) / math.sqrt(n) if n > 1 else float("nan")
+    half = stats.t.ppf(0.975, n - 1) * se if n > 1 else float("nan")
+    return {"mean": m, "se": se, "low": m - half, "high": m + half, "runs": n,
+            "collapsed": sum(bool(r["collapsed"]) for r in runs)}

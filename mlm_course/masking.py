@@ -580,7 +580,8 @@ def binomial_interval(successes: int, trials: int, confidence: float = 0.999) ->
     p = successes / trials
     centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at p = 0 or 1 the bound is exactly 0 or 1; the formula can miss it by a rounding error
+    return (0.0 if successes == 0 else centre - half), (1.0 if successes == trials else centre + half)
 
 
 def measure_rates(batch: MaskedBatch, confidence: float = 0.999) -> dict[str, dict[str, float]]:

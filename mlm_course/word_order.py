@@ -43,18 +43,24 @@ class WordOrderSplit:
         return [(self.texts[i], self.texts[i + 1]) for i in range(0, len(self.texts), 2)]
 
 
+def _sentences(split: str) -> list[str]:
+    """The sentences of the pretraining corpus's ``split``, whitespace normalised, in corpus order."""
+    return [" ".join(s.split()) for paragraph in corpus.pretraining_paragraphs(split)
+            for s in _SENTENCE_END.split(paragraph.strip())]
+
+
 @lru_cache(maxsize=1)
 def heldout_sentences() -> tuple[str, ...]:
-    """Distinct held-out sentences of MIN_WORDS..MAX_WORDS words with a corruptible stretch, in corpus order."""
-    seen, kept = set(), []
-    for paragraph in corpus.pretraining_paragraphs("heldout"):
-        for sentence in _SENTENCE_END.split(paragraph.strip()):
-            sentence = " ".join(sentence.split())
-            if sentence in seen or not MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
-                continue
-            if _movable_starts(sentence.split(), SPAN):
-                seen.add(sentence)
-                kept.append(sentence)
+    """Distinct held-out sentences of MIN_WORDS..MAX_WORDS words with a corruptible stretch, in corpus order,
+    leaving out the few that also occur in the training split (the checkpoint has seen those)."""
+    seen = set(_sentences("train"))
+    kept = []
+    for sentence in _sentences("heldout"):
+        if sentence in seen or not MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
+            continue
+        if _movable_starts(sentence.split(), SPAN):
+            seen.add(sentence)
+            kept.append(sentence)
     return tuple(kept)
 
 

@@ -33,3 +33,12 @@ def sample_text():
         "surrounding families, that he is considered the rightful property of some one or other of "
         "their daughters. "
     ) * 8
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Two busy cores: one torch thread per test process is faster than two fighting threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

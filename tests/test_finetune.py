@@ -19,14 +19,7 @@ TINY = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "in
 POSITIVE = ["good", "great", "wonderful", "superb", "lovely", "brilliant"]
 NEGATIVE = ["bad", "awful", "boring", "dull", "terrible", "poor"]
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two-core CI machines: one torch thread per test process is faster than two fighting threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def toy_split(tok, n: int, seed: int) -> ft.Encoded:

@@ -473,3 +473,12 @@ def test_bad_inputs_say_what_to_change(bert_tok):
         MLMCollator(bert_tok, pad_to_multiple_of=0)
     with pytest.raises(ValueError, match="copies"):
         masking.static_masks(ids, copies=0)
+
+
+@pytest.mark.parametrize("trials", [2, 7, 40, 1000])
+def test_binomial_interval_reaches_0_and_1_exactly_at_the_extremes(trials):
+    """All successes: the Wilson upper bound is exactly 1 (the formula alone gave 0.9999999999999999 at 40/40)."""
+    assert masking.binomial_interval(trials, trials, 0.95)[1] == 1.0
+    assert masking.binomial_interval(0, trials, 0.95)[0] == 0.0
+    low, high = masking.binomial_interval(trials // 2, trials, 0.95)
+    assert 0.0 < low < high < 1.0

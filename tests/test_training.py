@@ -11,14 +11,7 @@ from mlm_course.training import TrainConfig, TrainLoop
 
 TINY_CLASSIFIER = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Two busy cores: one torch thread per test process is faster than two fighting threads."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture
