@@ -611,15 +611,17 @@ def fit(
 
 
 def bag_of_words_baseline(train: corpus.SentimentSplit, dev: corpus.SentimentSplit, test: corpus.SentimentSplit,
-                          *, cs: Sequence[float] = (0.25, 0.5, 1, 2, 4, 8, 16, 32)) -> dict:
-    """TF-IDF (words and word pairs) + logistic regression; C chosen by dev accuracy; dev and test metrics."""
+                          *, cs: Sequence[float] = (0.25, 0.5, 1, 2, 4, 8, 16, 32),
+                          ngram_range: tuple[int, int] = (1, 2)) -> dict:
+    """TF-IDF (words and word pairs; ``ngram_range=(1, 1)``: words only) + logistic regression; C chosen by dev
+    accuracy; dev and test metrics. Splits: anything with ``texts`` and ``labels``."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
-    if not len(train) or not len(dev) or not len(test):
+    if not all(split.labels for split in (train, dev, test)):
         raise ValueError("the baseline needs non-empty train, dev and test splits")
     start = time.perf_counter()
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    vectorizer = TfidfVectorizer(ngram_range=ngram_range, sublinear_tf=True, min_df=1)
     x_train = vectorizer.fit_transform(train.texts)
     x_dev, x_test = vectorizer.transform(dev.texts), vectorizer.transform(test.texts)
     by_c = {}

@@ -18,6 +18,7 @@ import math
 import time
 from pathlib import Path
 from statistics import mean, stdev
+from types import SimpleNamespace
 
 import torch
 
@@ -132,18 +133,16 @@ def run_one(task: str, model: str, budget: int | None, seed: int, *, source: str
 
 
 def _bow_row(task, budget, seed, splits, recipe_name, start) -> dict:
-    train, dev, test = splits
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-
-    vectorizer = TfidfVectorizer(ngram_range=(1, 1), sublinear_tf=True).fit(train[0])
-    best = max((LogisticRegression(C=c, max_iter=2000).fit(vectorizer.transform(train[0]), train[1])
-                for c in (0.25, 1, 4, 16)),
-               key=lambda clf: clf.score(vectorizer.transform(dev[0]), dev[1]))
-    predictions = best.predict(vectorizer.transform(test[0])).tolist()
-    return _row(task, "bow", budget, seed, predictions, list(test[1]), best.score(vectorizer.transform(dev[0]), dev[1]),
-                {"recipe": recipe_name, "n_train": len(train[1]), "C": best.C,
-                 "seconds": round(time.perf_counter() - start, 1)})
+    """A unigram bag of words (words only: on word order it is at chance by construction), C chosen on dev."""
+    train, dev, test = (SimpleNamespace(texts=texts, labels=labels) for texts, labels in splits)
+    out = finetune.bag_of_words_baseline(train, dev, test, cs=(0.25, 1, 4, 16), ngram_range=(1, 1))
+    (_, false_positive), (_, true_positive) = out["test"]["confusion"]
+    share = (false_positive + true_positive) / out["test"]["examples"]
+    return {"task": task, "model": "bow", "budget": budget, "seed": seed,
+            "test_accuracy": round(out["test"]["accuracy"], 4), "dev_accuracy": round(out["dev"]["accuracy"], 4),
+            "predicted_positive_share": round(share, 4), "collapsed": max(share, 1 - share) >= COLLAPSE_SHARE,
+            "recipe": recipe_name, "n_train": len(train.labels), "C": out["C"],
+            "seconds": round(time.perf_counter() - start, 1)}
 
 
 def read_results(path: str | Path) -> dict:
