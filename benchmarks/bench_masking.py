@@ -34,7 +34,8 @@ import torch
 import transformers
 from transformers import DataCollatorForLanguageModeling
 
-from mlm_course import masking
+from mlm_course import mask_checks, masking
+from mlm_course.collator import MLMCollator
 from mlm_course.tokenization import bert_tokenizer
 
 RESULTS = Path(__file__).resolve().parent / "results" / "masking.json"
@@ -52,7 +53,7 @@ def median_seconds(fn, repeats: int) -> float:
 
 def loop_over_tensor(ids: torch.Tensor, special: set[int], mask_id: int, vocab: int, g: torch.Generator):
     """The naive way on tensors: index every element, one torch.rand per token."""
-    out, labels = ids.clone(), torch.full_like(ids, -100)
+    out, labels = ids.clone(), torch.full_like(ids, masking.IGNORE_INDEX)
     for b in range(ids.shape[0]):
         for i in range(ids.shape[1]):
             tok = int(ids[b, i])
@@ -71,7 +72,7 @@ def loop_bernoulli(rows: list[list[int]], special: set[int], mask_id: int, vocab
     """The naive way: a Python loop over every token."""
     out_ids, out_labels = [], []
     for row in rows:
-        ids, labels = list(row), [-100] * len(row)
+        ids, labels = list(row), [masking.IGNORE_INDEX] * len(row)
         for i, tok in enumerate(row):
             if tok in special or rng.random() >= 0.15:
                 continue
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     theirs = DataCollatorForLanguageModeling(tok, mlm_probability=0.15, seed=0)
     theirs([examples[0]])  # creates its generator
-    ours = masking.MLMCollator(tok, seed=0)
+    ours = MLMCollator(tok, seed=0)
 
     candidates = {
         "ours_bernoulli": lambda: masking.mask_tokens(ids, generator=g, **kw),
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     def original_port():
         for row in subset:
-            masking.reference_original_masking(
+            mask_checks.reference_original_masking(
                 row, vocab_words=vocab_ids, rng=rng, special={tok.cls_token_id, tok.sep_token_id},
                 is_continuation=lambda _t: False, mask_token=tok.mask_token_id, max_predictions_per_seq=20,
             )

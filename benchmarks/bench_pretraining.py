@@ -6,9 +6,10 @@
 Runs, each on a freshly built (seeded) model, timing ``--steps`` steps after ``--warmup`` untimed ones:
 
 * ``ours`` — :func:`mlm_course.pretraining.pretrain` (the course's :class:`~mlm_course.training.TrainLoop`) at
-  ``--precision`` (auto: bf16 autocast on CPUs with AVX512-BF16 or AMX and on GPUs of compute capability ≥ 8.0),
-  logits only at the masked positions, fused AdamW;
+  ``--precision`` (auto: bf16 autocast on GPUs of compute capability ≥ 8.0 and on CPUs whose bf16 matmul measures
+  faster than fp32, see :func:`mlm_course.device.cpu_bf16_pays`), logits only at the masked positions, fused AdamW;
 * ``ours_fp32`` — the same in fp32; ``ours_full_logits`` — at our precision, the vocabulary projection everywhere;
+* ``ours_bf16`` — on a CPU with bf16 instructions where auto kept fp32: what bf16 autocast would have given;
 * ``trainer_defaults`` — ``transformers.Trainer`` + ``BertForMaskedLM`` + ``DataCollatorForLanguageModeling``
   with default ``TrainingArguments`` (fp32);
 * ``trainer_same_precision`` — the same Trainer with our precision (``bf16=True``), so the ratio to it measures the
@@ -123,6 +124,8 @@ def main() -> None:
         "trainer_defaults": time_trainer(args, tok, blocks, None),
         "trainer_same_precision": time_trainer(args, tok, blocks, precision),
     }
+    if kind == "cpu" and precision == "fp32" and devices.cpu_has_bf16():
+        seconds["ours_bf16"] = time_ours(args, tok, blocks, "bf16", sparse=True)
     config = build_model(args.config, tok, max_length=args.seq_len).config
     peaks = {"fp32": matmul_peak_gflops(torch.float32), "bf16": matmul_peak_gflops(torch.bfloat16)}
     ours_gflops = achieved(config, args.seq_len, tokens, seconds["ours"], sparse=True)
@@ -135,6 +138,7 @@ def main() -> None:
         "speedup_fp32_vs_trainer_defaults": round(seconds["trainer_defaults"] / seconds["ours_fp32"], 2),
         "sparse_vs_full_logits": round(seconds["ours_full_logits"] / seconds["ours"], 2),
         "cpu_matmul_peak_gflops": {k: round(v, 1) for k, v in peaks.items()},
+        "cpu_bf16_speedup_probe": round(devices.cpu_bf16_speedup(), 2) if kind == "cpu" else None,
         "ours_achieved_gflops": round(ours_gflops, 1),
         "fraction_of_peak": round(ours_gflops / peaks["bf16" if precision == "bf16" else "fp32"], 3)
         if kind == "cpu" else None,

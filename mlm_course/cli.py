@@ -7,10 +7,8 @@
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
-import time
 from pathlib import Path
 
 
@@ -24,30 +22,49 @@ def _mix(text: str) -> tuple[float, float, float]:
     return parts
 
 
-def _add_pretrain(sub) -> None:
+def _common_options(*, lr: float, warmup: float) -> argparse.ArgumentParser:
+    """The options `pretrain` and `finetune` share, as a parent parser (a new one per command: argparse shares
+    the option objects between a parent and its children, so defaults set on one command would leak)."""
     from mlm_course.device import PRECISIONS
+
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch and process (default: 32)")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimiser step")
+    p.add_argument("--lr", type=float, default=lr, help=f"peak learning rate (AdamW; default {lr:g})")
+    p.add_argument("--warmup", type=float, default=warmup,
+                   help=f"warm-up: a fraction of the steps (<1) or a count (default: {warmup:g})")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="auto: bf16 on GPUs of compute capability ≥ 8.0 and on CPUs with AVX512-BF16 or AMX, "
+                        "fp16 + loss scaling on older GPUs, fp32 on other CPUs")
+    p.add_argument("--compile", action="store_true", help="torch.compile the training step (slow first steps)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _add_pretrain(sub) -> None:
     from mlm_course.models import CONFIGS
+    from mlm_course.pretraining import CORPORA
 
     p = sub.add_parser(
-        "pretrain",
+        "pretrain", parents=[_common_options(lr=1e-3, warmup=0.05)],
         help="pretrain a BERT masked-LM from scratch on the course corpus",
         description="Pretrain a BERT masked language model from scratch on the shipped corpus (Austen + Wikipedia "
         "sample) with the course's WordPiece vocabulary. Writes checkpoints, metrics.jsonl, results.json and the "
         "final model (save_pretrained folder) to --out. Re-run with --resume to continue a killed run. Runs "
         "unchanged under `accelerate launch --multi_gpu --num_processes N -m mlm_course.cli pretrain ...` (each "
-        "process trains on its own batches of --batch-size; only the main process writes).",
+        "process trains on its own batches of --batch-size; only the main process writes). Every option is "
+        "checked before anything is written.",
     )
-    p.add_argument("--config", choices=sorted(CONFIGS), default="small", help="model size (default: small)")
-    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--config", choices=sorted(CONFIGS), default=None,
+                   help="model size (default: small; with --init-from, the saved model's)")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=int, help="optimiser steps")
+    budget.add_argument("--steps", type=int, default=1000, help="optimiser steps (default: 1000)")
     budget.add_argument("--minutes", type=float, help="wall-clock budget; the step count is calibrated to fit it")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimiser step")
     p.add_argument("--seq-len", type=int, default=128, help="tokens per sequence, [CLS] and [SEP] included")
-    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (AdamW)")
-    p.add_argument("--warmup", type=float, default=0.05, help="warm-up: a fraction of the steps (<1) or a count")
-    p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout")
     p.add_argument("--mask-rate", type=float, default=0.15, help="share of tokens selected for prediction")
     p.add_argument("--mask-mix", type=_mix, default=(0.8, 0.1, 0.1), help="MASK,RANDOM,SAME shares (sum 1)")
@@ -58,124 +75,61 @@ def _add_pretrain(sub) -> None:
     p.add_argument("--full-logits", action="store_true", help="project every position to the vocabulary (slower)")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--save-every", type=int, default=500)
-    p.add_argument("--corpus", choices=("course", "reviews"), default="course",
+    p.add_argument("--corpus", choices=CORPORA, default="course",
                    help="training text: the course corpus (Austen + Wikipedia), or the unlabelled sentences of the "
                         "movie-review train split for domain-adaptive continued pretraining with --init-from "
                         "(never the dev or test sentences); held-out evaluation stays on the course corpus")
     p.add_argument("--max-chars", type=int, default=None,
                    help="use only this much training text (and a tenth of it of held-out text), for smoke runs")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto: bf16 on GPUs of compute capability ≥ 8.0 and on CPUs with AVX512-BF16 or AMX, "
-                        "fp16 + loss scaling on older GPUs, fp32 on other CPUs")
-    p.add_argument("--compile", action="store_true", help="torch.compile the training step (slow first steps)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
     p.add_argument("--init-from", default=None, metavar="MODEL",
                    help="start from this saved model ('course' or a folder) instead of random weights "
-                        "(continued pretraining; --config is then taken from the model)")
+                        "(continued pretraining; the model size is then the saved model's)")
     p.add_argument("--stack-to", type=int, default=None, metavar="LAYERS",
                    help="with --init-from: grow the model to this many layers first by progressive stacking "
                         "(layer i starts as a copy of layer i mod the old depth)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_pretrain)
+    p.set_defaults(func=cmd_pretrain, parser=p)
 
 
-def _calibrate_steps(model, tokenizer, blocks, config, spec, sparse: bool, minutes: float) -> int:
-    """Steps that fit ``minutes``, from timing a few steps on a throw-away copy of the model."""
-    from mlm_course.pretraining import pretrain
-    from mlm_course.training import TrainConfig
+def _option(field: str) -> str:
+    """The command-line option of a settings field."""
+    return {"model": "--config"}.get(field, "--" + field.replace("_", "-"))
 
-    probe = TrainConfig(**{**vars(config), "steps": 8, "minutes": None, "eval_every": 10**9})
-    probe_model = copy.deepcopy(model)
-    pretrain(probe_model, tokenizer, blocks, blocks[: probe.batch_size], probe, spec=spec, sparse=sparse, progress=False)
-    start = time.perf_counter()
-    probe.steps = 20
-    pretrain(probe_model, tokenizer, blocks, blocks[: probe.batch_size], probe, spec=spec, sparse=sparse, progress=False)
-    per_step = (time.perf_counter() - start) / 20
-    return max(1, int(60 * minutes / per_step * 0.95))
+
+def pretrain_inputs(args):
+    """(PretrainSettings, TrainConfig) of parsed `pretrain` arguments; a bad option is a parser error naming it."""
+    from mlm_course.pretraining import PretrainSettings
+    from mlm_course.training import InvalidSettings, TrainConfig
+
+    try:
+        settings = PretrainSettings(
+            model=args.config, init_from=args.init_from, stack_to=args.stack_to, corpus=args.corpus,
+            max_chars=args.max_chars, seq_len=args.seq_len, dropout=args.dropout, mask_rate=args.mask_rate,
+            mask_mix=args.mask_mix, scheme=args.scheme, short_seq_prob=args.short_seq_prob,
+            sparse=not args.full_logits)
+        config = TrainConfig(
+            steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup,
+            weight_decay=args.weight_decay, eval_every=args.eval_every, save_every=args.save_every, seed=args.seed,
+            device=args.device, precision=args.precision, compile=args.compile, minutes=args.minutes)
+    except InvalidSettings as exc:
+        args.parser.error("; ".join(f"{_option(name)} {problem}" for name, problem in exc.problems.items()))
+    return settings, config
 
 
 def cmd_pretrain(args) -> int:
-    import torch
-    from accelerate.utils import broadcast_object_list
+    from mlm_course import pretraining
 
-    from mlm_course import corpus, tokenization
-    from mlm_course import device as devices
-    from mlm_course.models import CONFIGS, build_model, count_parameters, load_for_training, stack_layers
-    from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
-    from mlm_course.training import TrainConfig, check_output_dir, write_json_atomic
-
-    if args.stack_to and not args.init_from:
-        raise SystemExit("--stack-to grows a trained model: use it with --init-from")
-    out = check_output_dir(args.out)
-    tokenizer = tokenization.course_tokenizer()
-    train_text = [corpus.pretraining_text("train", max_chars=args.max_chars) if args.corpus == "course"
-                  else corpus.review_training_text(max_chars=args.max_chars)]
-    heldout_text = [corpus.pretraining_text("heldout", max_chars=args.max_chars and max(args.max_chars // 10, 1))]
-    train_blocks = pack_blocks(train_text, tokenizer, args.seq_len)
-    eval_blocks = pack_blocks(heldout_text, tokenizer, args.seq_len)
-    spec = MaskSpec(rate=args.mask_rate, mix=args.mask_mix, scheme=args.scheme)
-    dropout = {"hidden_dropout_prob": args.dropout, "attention_probs_dropout_prob": args.dropout}
-    if args.init_from:
-        # fp32 whatever the folder stores (transformers 5 keeps a bf16 checkpoint in bf16); autocast does the rest
-        model = load_for_training(args.init_from, tokenizer, max_length=args.seq_len, dtype=torch.float32, **dropout)
-        args.config = next((name for name, sizes in CONFIGS.items()
-                            if all(getattr(model.config, k) == v for k, v in sizes.items())), "custom")
-        if args.stack_to:
-            model = stack_layers(model, args.stack_to)
-            args.config = f"{args.config} stacked to {args.stack_to} layers"
-    else:
-        model = build_model(args.config, tokenizer, seed=args.seed, max_length=args.seq_len, **dropout)
-    config = TrainConfig(
-        steps=args.steps or 1000, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr,
-        warmup=args.warmup, weight_decay=args.weight_decay, eval_every=args.eval_every, save_every=args.save_every,
-        seed=args.seed, device=args.device, precision=args.precision, compile=args.compile, minutes=args.minutes,
-        extra={"model": args.config, "seq_len": args.seq_len, "mask": vars(spec) | {"mix": list(spec.mix)},
-               "sparse_logits": not args.full_logits, "dropout": args.dropout,
-               "init_from": args.init_from, "stack_to": args.stack_to, "short_seq_prob": args.short_seq_prob,
-               "corpus": args.corpus},
-    )
-    accelerator = devices.make_accelerator(args.device, args.precision)
-    main = accelerator.is_main_process
-    plan_file = out / "plan.json"
-    if args.resume and plan_file.exists():
-        config.steps = json.loads(plan_file.read_text())["steps"]
-    elif args.minutes is not None:
-        steps = _calibrate_steps(model, tokenizer, train_blocks, config, spec, not args.full_logits, args.minutes)
-        config.steps = broadcast_object_list([steps])[0]  # every process runs the main process's count
-    if main:
-        write_json_atomic(plan_file, {"steps": config.steps})
-    accelerator.print(f"{args.config}: {count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
-          f"{len(eval_blocks):,} held-out sequences of {args.seq_len}; {config.steps:,} steps", flush=True)
-    result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, spec=spec, sparse=not args.full_logits,
-                      short_share=args.short_seq_prob, out_dir=out, resume=args.resume, progress=not args.no_progress)
-    if not main:
-        return 0
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    evals = [m for m in result.metrics if m["split"] == "eval"]
-    baseline = unigram_baseline(train_blocks, frozen_eval_batches(eval_blocks, tokenizer, MaskSpec()), len(tokenizer),
-                                tokenizer.all_special_ids)
-    summary = {
-        "config": args.config, "parameters": count_parameters(model), "steps": result.steps_done,
-        "tokens_seen": result.steps_done * config.batch_size * config.grad_accum * accelerator.num_processes
-        * args.seq_len,
-        "processes": accelerator.num_processes,
-        "seconds": round(result.seconds, 1), "heldout": evals[-1] if evals else None, "unigram_baseline": baseline,
-        "train_config": vars(config) | {"betas": list(config.betas)},
-        "machine": devices.machine(next(model.parameters()).device.type),
-    }
-    write_json_atomic(out / "results.json", summary)
-    print(json.dumps({k: summary[k] for k in ("steps", "tokens_seen", "seconds", "heldout", "unigram_baseline")}, indent=2))
+    settings, config = pretrain_inputs(args)
+    result = pretraining.run(settings, config, args.out, resume=args.resume, progress=not args.no_progress)
+    if result.summary is not None:
+        keys = ("steps", "tokens_seen", "seconds", "heldout", "unigram_baseline")
+        print(json.dumps({k: result.summary[k] for k in keys}, indent=2))
     return 0
 
 
 def _add_finetune(sub) -> None:
-    from mlm_course.finetune import PRECISIONS
-
     p = sub.add_parser(
-        "finetune",
+        "finetune", parents=[_common_options(lr=5e-5, warmup=0.1)],
         help="fine-tune a BERT for movie-review sentiment (accuracy and F1 on test, model chosen by dev)",
         description="Fine-tune a BERT sequence classifier on the shipped movie-review sentences (train 8,455 / "
         "dev 1,056 / test 1,057). Batches are bucketed by length and padded to their own longest sentence; AdamW "
@@ -188,28 +142,15 @@ def _add_finetune(sub) -> None:
                    help="'course' (shipped checkpoint), 'minilm' (installed MiniLM-L6 encoder, default), a "
                         "save_pretrained folder, a hub name with --allow-hub, or 'random:CONFIG' for fresh weights "
                         "(CONFIG: tiny, small, base with the course tokenizer, or any of the names above)")
-    p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--epochs", type=int, default=2, help="passes over the training set (default: 2)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many optimiser steps")
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per micro-batch and process")
-    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimiser step")
-    p.add_argument("--lr", type=float, default=5e-5, help="peak learning rate (AdamW; default 5e-5)")
-    p.add_argument("--warmup", type=float, default=0.1, help="warm-up: a fraction of the steps (<1) or a count")
-    p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--max-length", type=int, default=128, help="tokens per sentence at most, [CLS]/[SEP] included")
     p.add_argument("--eval-every", type=int, default=None, help="dev evaluation every N steps (default: per epoch)")
     p.add_argument("--patience", type=int, default=3, help="dev evaluations without improvement before stopping")
     p.add_argument("--train-examples", type=int, default=None, help="use a seeded subset of the training set")
     p.add_argument("--eval-examples", type=int, default=None, help="use a seeded subset of dev and test")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto: bf16 on GPUs of compute capability ≥ 8.0 and on CPUs with AVX512-BF16 or AMX, "
-                        "fp16 + loss scaling on older GPUs, fp32 on other CPUs")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU; slow first steps)")
-    p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--allow-hub", action="store_true", help="allow downloading --model from the Hugging Face hub")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_finetune)
+    p.set_defaults(func=cmd_finetune, parser=p)
 
 
 def cmd_finetune(args) -> int:

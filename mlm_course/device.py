@@ -1,15 +1,17 @@
 """Pick the device (cuda / mps / cpu), the autocast dtype that matches it, and the ``accelerate.Accelerator``.
 
 nanoGPT-style: one call at the top of a notebook or script, overridable by argument or by the
-``MLM_COURSE_DEVICE`` environment variable. ``auto`` precision: bf16 on GPUs of compute capability ≥ 8.0 and on
-CPUs that multiply bf16 in hardware (AVX512-BF16 or AMX), fp16 + loss scaling on older GPUs, fp32 on other CPUs.
-Every branch is tested by simulating availability.
+``MLM_COURSE_DEVICE`` environment variable. ``auto`` precision: bf16 on GPUs of compute capability ≥ 8.0, fp16 +
+loss scaling on older GPUs; on a CPU bf16 only where it has bf16 instructions (AVX512-BF16 or AMX) *and* a
+bf16 matmul measures faster than fp32 there, fp32 otherwise. Every branch is tested by simulating availability.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -20,6 +22,8 @@ _KNOWN = ("cuda", "mps", "cpu")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: CPU feature flags (Linux /proc/cpuinfo names) whose presence means bf16 matmuls run in hardware.
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+#: ``auto`` takes bf16 on a CPU only when its bf16 matmul is at least this many times faster than fp32.
+CPU_BF16_MIN_SPEEDUP = 1.2
 
 
 @dataclass(frozen=True)
@@ -88,8 +92,34 @@ def cpu_flags() -> set[str]:
 
 
 def cpu_has_bf16() -> bool:
-    """True when the CPU multiplies bf16 in hardware (AVX512-BF16 or AMX), where bf16 autocast pays."""
+    """True when the CPU reports bf16 instructions (AVX512-BF16 or AMX)."""
     return bool(cpu_flags() & set(CPU_BF16_FLAGS))
+
+
+@functools.cache
+def cpu_bf16_speedup(size: int = 512, repeats: int = 5) -> float:
+    """fp32 time / bf16 time of a ``size``² matmul on this CPU: medians of interleaved repeats, measured once.
+
+    The flags alone do not say bf16 pays: on the course's 2-core AVX512-BF16 EPYC, oneDNN's bf16 matmul runs at
+    about 0.5–0.6× fp32 and a small BERT pretrains about 20 % slower under bf16 autocast (benchmarks/results/pretraining.json).
+    """
+    a = torch.randn(size, size)
+    pair = {"fp32": (a, a.T.contiguous()), "bf16": (a.bfloat16(), a.T.contiguous().bfloat16())}
+    times: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    for _ in range(repeats + 1):  # the first round warms up and is dropped
+        for name, (x, y) in pair.items():
+            start = time.perf_counter()
+            torch.mm(x, y)
+            times[name].append(time.perf_counter() - start)
+    median = lambda values: sorted(values[1:])[repeats // 2]  # noqa: E731
+    return median(times["fp32"]) / median(times["bf16"])
+
+
+def cpu_bf16_pays() -> bool:
+    """bf16 instructions present and measured ≥ :data:`CPU_BF16_MIN_SPEEDUP` × faster than fp32 (flags first).
+
+    Each process measures for itself: for several CPU processes near the threshold, pass the precision explicitly."""
+    return cpu_has_bf16() and cpu_bf16_speedup() >= CPU_BF16_MIN_SPEEDUP
 
 
 def cuda_has_bf16(index: int | None = None) -> bool:
@@ -101,12 +131,13 @@ def cuda_has_bf16(index: int | None = None) -> bool:
 
 
 def autocast_dtype_for(device_type: str, *, mixed_precision: bool = True) -> torch.dtype | None:
-    """The ``auto`` choice: bf16 where the hardware has it, fp16 on CUDA before Ampere, None (fp32) otherwise."""
+    """The ``auto`` choice: bf16 where the hardware has it (and, on a CPU, it measures faster), fp16 on CUDA before
+    Ampere, None (fp32) otherwise."""
     kind = device_type.split(":")[0]
     if not mixed_precision:
         return None
     if kind == "cpu":
-        return torch.bfloat16 if cpu_has_bf16() else None
+        return torch.bfloat16 if cpu_bf16_pays() else None
     if kind == "cuda":
         return torch.bfloat16 if cuda_has_bf16() else torch.float16
     if kind == "mps":

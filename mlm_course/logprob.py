@@ -1,7 +1,6 @@
 """Log-space arithmetic: why language models add log-probabilities instead of multiplying probabilities.
 
-Everything the first notebook teaches, as small pure functions:
-
+Everything the first notebook teaches, as small pure functions, in nats unless a name says ``bits`` (log base 2):
 * products of probabilities and where they underflow to exactly 0.0 (:func:`running_product`,
   :func:`underflow_length`, :func:`underflow_estimate`), versus sums of logs (:func:`sum_log_probs`);
 * negative log-likelihood and cross-entropy written out (:func:`nll`, :func:`cross_entropy_manual`);
@@ -10,8 +9,6 @@ Everything the first notebook teaches, as small pure functions:
 * a word-level unigram language model fitted by counting (:class:`UnigramModel`) and the same model
   fitted by gradient descent on the NLL (:func:`fit_unigram_gd`);
 * the gradients of the log loss and of a linear loss (:func:`grad_neg_log`, :func:`grad_logit_neg_log`, …).
-
-Natural logarithms (nats) everywhere unless a name says otherwise (``bits`` = log base 2).
 """
 
 from __future__ import annotations
@@ -24,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from mlm_course.masking import IGNORE_INDEX
 
 DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 """The floating-point formats compared in the underflow experiment, narrowest exponent range first."""
@@ -220,7 +219,7 @@ def _reduce(losses: torch.Tensor, reduction: str) -> torch.Tensor:
 
 
 def cross_entropy_manual(
-    logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean", ignore_index: int = -100
+    logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean", ignore_index: int = IGNORE_INDEX
 ) -> torch.Tensor:
     """``F.cross_entropy`` written out: −log_softmax(logits)[target], then reduced.
 

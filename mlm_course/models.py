@@ -11,10 +11,12 @@ Names ``load_mlm`` understands, offline first:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -170,6 +172,17 @@ def load_mlm(
     return model.eval(), tokenizer
 
 
+@contextlib.contextmanager
+def evaluation_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """``model`` in eval mode (dropout off) inside the block; afterwards back in the mode it had, even after an error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 @torch.no_grad()
 def fill_mask(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, top_k: int = 5
@@ -181,11 +194,9 @@ def fill_mask(
     positions = (encoded["input_ids"][0] == tokenizer.mask_token_id).nonzero().flatten()
     if len(positions) == 0:
         raise ValueError(f"no {tokenizer.mask_token} in the text: write e.g. 'She opened the {tokenizer.mask_token}.'")
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
-    logits = model(**{k: v.to(device) for k, v in encoded.items()}).logits[0, positions].float()
-    model.train(was_training)
+    with evaluation_mode(model):
+        logits = model(**{k: v.to(device) for k, v in encoded.items()}).logits[0, positions].float()
     probs, ids = logits.softmax(-1).topk(top_k, dim=-1)
     return [
         [(tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(row_p, row_i, strict=True)]

@@ -21,6 +21,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from mlm_course import masking, pretraining
+from mlm_course.models import evaluation_mode
 from mlm_course.training import TrainConfig, TrainLoop, TrainResult, cycle_batches, step_generator
 
 IGNORE_INDEX = masking.IGNORE_INDEX
@@ -214,13 +215,11 @@ def pseudo_log_likelihood(
         raise ValueError(f"batch_size={batch_size!r} must be a positive integer.")
     ids, positions, words = _encode_for_pll(tokenizer, sentence, word_level)
     copies = masked_copies(ids, positions, tokenizer.mask_token_id, words)
-    was_training = model.training
-    model.eval()
-    parts = [
-        _log_prob_at(model, copies[s : s + batch_size], positions[s : s + batch_size], ids[positions[s : s + batch_size]])
-        for s in range(0, len(positions), batch_size)
-    ]
-    model.train(was_training)
+    parts = []
+    with evaluation_mode(model):
+        for start in range(0, len(positions), batch_size):
+            part = slice(start, start + batch_size)
+            parts.append(_log_prob_at(model, copies[part], positions[part], ids[positions[part]]))
     log_probs = torch.cat(parts)
     return PLLResult(float(log_probs.sum()), log_probs, tokenizer.convert_ids_to_tokens(ids[positions]), positions)
 
@@ -230,10 +229,8 @@ def pseudo_log_likelihood_naive(
 ) -> float:
     """The same sum, one token at a time in a Python loop: mask x_i, run the model, add log p(x_i). For checking."""
     ids, positions, words = _encode_for_pll(tokenizer, sentence, word_level)
-    was_training = model.training
-    model.eval()
     total = 0.0
-    with torch.no_grad():
+    with torch.no_grad(), evaluation_mode(model):
         for i in positions.tolist():
             masked = ids.clone()
             masked[i] = tokenizer.mask_token_id
@@ -241,7 +238,6 @@ def pseudo_log_likelihood_naive(
                 masked[(torch.arange(len(ids)) > i) & (words == words[i])] = tokenizer.mask_token_id
             logits = model(input_ids=masked[None, :]).logits[0, i]
             total += float(logits.double().log_softmax(-1)[ids[i]])
-    model.train(was_training)
     return total
 
 
@@ -322,9 +318,6 @@ def train_with_batches(
     return trainer.train()
 
 
-ACTIONS = ("[MASK]", "random token", "unchanged")
-
-
 def actions_of(batch: Mapping[str, torch.Tensor], mask_token_id: int) -> torch.Tensor:
     """What happened at each position of a masked batch, recovered from it: 0 not selected, 1 [MASK], 2 random,
     3 unchanged (the codes of :mod:`mlm_course.masking`). A random draw equal to the original counts as unchanged."""
@@ -343,26 +336,25 @@ def evaluate_by_action(
     Also the share of positions where the top prediction is the [MASK] token, and where it is the token shown
     in the input (copying), and ``loss_ci95``: the half-width of a 95 % normal interval for the mean loss over the
     scored tokens (1.96 · standard error; noise from which tokens were scored, not from training). Keys: ``"all"``
-    and the names in :data:`ACTIONS`.
+    and the action names ``masking.ACTION_NAMES[1:]`` ("[MASK]", "random token", "unchanged").
     """
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     rows = {"loss": [], "top1": [], "mask": [], "copy": [], "action": []}
-    for batch in batches:
-        logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device)).logits
-        kept = batch["labels"] != IGNORE_INDEX
-        logits, labels = logits[kept.to(device)].float().cpu(), batch["labels"][kept]
-        best = logits.argmax(-1)
-        rows["loss"].append(mlm_loss(logits, labels, reduction="none"))
-        rows["top1"].append((best == labels).double())
-        rows["mask"].append((best == mask_token_id).double())
-        rows["copy"].append((best == batch["input_ids"][kept]).double())
-        rows["action"].append(actions_of(batch, mask_token_id)[kept])
-    model.train(was_training)
+    with evaluation_mode(model):
+        for batch in batches:
+            ids, attention = batch["input_ids"].to(device), batch["attention_mask"].to(device)
+            kept = batch["labels"] != IGNORE_INDEX
+            logits = model(input_ids=ids, attention_mask=attention).logits[kept.to(device)].float().cpu()
+            labels, best = batch["labels"][kept], logits.argmax(-1)
+            rows["loss"].append(mlm_loss(logits, labels, reduction="none"))
+            rows["top1"].append((best == labels).double())
+            rows["mask"].append((best == mask_token_id).double())
+            rows["copy"].append((best == batch["input_ids"][kept]).double())
+            rows["action"].append(actions_of(batch, mask_token_id)[kept])
     cat = {k: torch.cat(v) for k, v in rows.items()}
     groups = {"all": torch.ones_like(cat["action"], dtype=torch.bool)}
-    groups.update({name: cat["action"] == code for name, code in zip(ACTIONS, (1, 2, 3), strict=True)})
+    groups.update({masking.ACTION_NAMES[code]: cat["action"] == code
+                   for code in (masking.MASKED, masking.RANDOM, masking.KEPT)})
     out = {}
     for name, where in groups.items():
         n = int(where.sum())

@@ -2,29 +2,39 @@
 
 Held-out evaluation uses *frozen* masks (drawn once, with a fixed seed), so every evaluation of every run scores
 the same positions; :func:`unigram_baseline` scores a frequency-only predictor on exactly those positions.
+:func:`run` is one complete run, as ``mlm-course pretrain`` does it: settings checked, data and model built, steps
+planned, trained, results written.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
-from mlm_course import masking
-from mlm_course.device import make_accelerator
+from mlm_course import corpus, masking, models, tokenization
+from mlm_course.device import machine, make_accelerator
+from mlm_course.masking import MaskSpec
 from mlm_course.training import (
+    InvalidSettings,
     TrainConfig,
     TrainLoop,
     TrainResult,
+    check_enough_examples,
+    check_output_dir,
     cycle_batches,
     epoch_of,
     iterate_in_batches,
+    load_saved_weights,
     step_generator,
+    write_json_atomic,
 )
 
 EVAL_MASK_SEED = 1234
@@ -53,15 +63,6 @@ PROBE_SENTENCES: list[tuple[str, set[str]]] = [
     ("It was the happiest [MASK] of her life.", {"day", "moment", "time", "year", "period", "hour"}),
     ("The king and the [MASK] sat on their thrones.", {"queen", "prince"}),
 ]
-
-
-@dataclass(frozen=True)
-class MaskSpec:
-    """How training and evaluation masks are drawn (see :mod:`mlm_course.masking`)."""
-
-    rate: float = 0.15
-    mix: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    scheme: str = "bernoulli"
 
 
 def pack_blocks(texts: list[str], tokenizer: PreTrainedTokenizerBase, seq_len: int) -> torch.Tensor:
@@ -120,9 +121,7 @@ def mask_blocks(
         attention_mask=attention_mask,
         mask_token_id=tokenizer.mask_token_id,
         vocab_size=len(tokenizer),
-        rate=spec.rate,
-        mix=spec.mix,
-        scheme=spec.scheme,
+        spec=spec,
         generator=generator,
     )
     return {"input_ids": masked.input_ids, "attention_mask": attention_mask, "labels": masked.labels}
@@ -144,17 +143,17 @@ def masked_lm_outputs(
     if sparse:
         hidden = model.bert(**inputs).last_hidden_state
         if positions is None:
-            return model.cls(hidden[labels != -100]), labels[labels != -100]
+            return model.cls(hidden[labels != masking.IGNORE_INDEX]), labels[labels != masking.IGNORE_INDEX]
         return model.cls(hidden.flatten(0, 1).index_select(0, positions)), labels.flatten().index_select(0, positions)
     logits = model(**inputs).logits
     if positions is None:
-        return logits[labels != -100], labels[labels != -100]
+        return logits[labels != masking.IGNORE_INDEX], labels[labels != masking.IGNORE_INDEX]
     return logits.flatten(0, 1).index_select(0, positions), labels.flatten().index_select(0, positions)
 
 
 def masked_positions(labels: torch.Tensor) -> torch.Tensor:
     """The flat indices (into ``labels.flatten()``) of the positions to predict, for :func:`masked_lm_outputs`."""
-    return (labels.flatten() != -100).nonzero().squeeze(1)
+    return (labels.flatten() != masking.IGNORE_INDEX).nonzero().squeeze(1)
 
 
 def masked_lm_loss(model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True):
@@ -225,7 +224,7 @@ def unigram_baseline(
 ) -> dict[str, float]:
     """The same metrics for a predictor that ignores context: add-one-smoothed training token frequencies."""
     log_probs = _unigram_log_probs(train_blocks, vocab_size, special_ids)
-    labels = torch.cat([b["labels"][b["labels"] != -100] for b in eval_batches])
+    labels = torch.cat([b["labels"][b["labels"] != masking.IGNORE_INDEX] for b in eval_batches])
     best = log_probs.topk(5).indices
     return _scores(log_probs[labels], labels == best[0], torch.isin(labels, best))
 
@@ -244,7 +243,7 @@ def copying_baseline(
     _, random_share, keep_share = spec.mix
     q = keep_share / (random_share + keep_share) if random_share + keep_share > 0 else 0.0
     unigram = _unigram_log_probs(train_blocks, vocab_size, special_ids).exp()
-    kept = [b["labels"] != -100 for b in eval_batches]
+    kept = [b["labels"] != masking.IGNORE_INDEX for b in eval_batches]
     labels = torch.cat([b["labels"][k] for b, k in zip(eval_batches, kept, strict=True)])
     shown = torch.cat([b["input_ids"][k] for b, k in zip(eval_batches, kept, strict=True)])
     bet = torch.where(shown == mask_token_id, 0.0, q).double()
@@ -274,6 +273,7 @@ def pretrain(
     out_dir: str | os.PathLike | None = None,
     resume: bool = False,
     progress: bool = True,
+    accelerator=None,
 ) -> TrainResult:
     """Masked-LM pretraining; masks drawn by ``spec``; ``short_share`` of the sequences cut short (:func:`shorten_blocks`).
 
@@ -291,8 +291,31 @@ def pretrain(
                                       or static_copies < 1):
         raise ValueError(f"static_copies={static_copies!r}: use a positive number of copies, or None for dynamic")
     _check_share(short_share)  # before any work, not at the first batch
-    pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
+    accelerator = accelerator or make_accelerator(config.device, config.effective_precision)
+    batch_for_step = training_batches(train_blocks, tokenizer, config, spec, static_copies=static_copies,
+                                      short_share=short_share, slots=config.grad_accum * accelerator.num_processes)
     eval_batches = frozen_eval_batches(eval_blocks, tokenizer, eval_spec)
+
+    def save(model: BertForMaskedLM, path: Path) -> None:
+        model.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+
+    loop = TrainLoop(
+        model, config, batch_for_step=batch_for_step,
+        compute_loss=lambda m, batch: masked_lm_loss(m, batch, sparse=sparse),
+        evaluate=lambda m: evaluate_masked_lm(m, eval_batches, accelerator=accelerator),
+        out_dir=out_dir, save_model=save, load_model=load_saved_weights, progress=progress, accelerator=accelerator,
+    )
+    return loop.train(resume=resume)
+
+
+def training_batches(
+    train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, config: TrainConfig, spec: MaskSpec, *,
+    static_copies: int | None, short_share: float, slots: int,
+) -> Callable[[int, int], dict[str, torch.Tensor]]:
+    """``batch_for_step(step, slot)`` of :func:`pretrain`: the slot's rows of the step, masked (``slots``
+    micro-batches per step over all processes); with ``static_copies``, rows of the epoch's masked copy."""
+    pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
 
     def masked(blocks: torch.Tensor, generator: torch.Generator) -> dict[str, torch.Tensor]:
         ids, attention = shorten_blocks(blocks, tokenizer, short_share, generator)
@@ -300,9 +323,6 @@ def pretrain(
 
     copies = [masked(train_blocks, step_generator(config.seed, copy, stream=STATIC_MASK_STREAM))
               for copy in range(static_copies or 0)]
-
-    accelerator = make_accelerator(config.device, config.effective_precision)
-    slots = config.grad_accum * accelerator.num_processes  # micro-batches per step over all processes
 
     def batch_for_step(step: int, slot: int) -> dict[str, torch.Tensor]:
         rows = pick(step, slot, slots)
@@ -313,22 +333,7 @@ def pretrain(
             batch = masked(train_blocks[rows], step_generator(config.seed, step, stream=slot))
         return {**batch, "masked_positions": masked_positions(batch["labels"])}
 
-    def save(model: BertForMaskedLM, path: Path) -> None:
-        model.save_pretrained(path)
-        tokenizer.save_pretrained(path)
-
-    loop = TrainLoop(
-        model,
-        config,
-        batch_for_step=batch_for_step,
-        compute_loss=lambda m, batch: masked_lm_loss(m, batch, sparse=sparse),
-        evaluate=lambda m: evaluate_masked_lm(m, eval_batches, accelerator=accelerator),
-        out_dir=out_dir,
-        save_model=save,
-        progress=progress,
-        accelerator=accelerator,
-    )
-    return loop.train(resume=resume)
+    return batch_for_step
 
 
 def probe_hits(
@@ -379,26 +384,223 @@ def accuracy_by_frequency(
 
 
 @torch.no_grad()
-def confident_mistakes(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, batch: dict[str, torch.Tensor], k: int = 8,
-    context: int = 6,
-) -> list[dict]:
-    """The ``k`` masked positions where the model was most sure of a wrong token, with their context."""
+@torch.no_grad()
+def confident_wrong_fills(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, batch: dict[str, torch.Tensor],
+                          k: int = 8, context: int = 6) -> list[dict]:
+    """The ``k`` masked positions where the model (in eval mode) was most sure of a wrong token, with context."""
     device = next(model.parameters()).device
-    logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device)).logits
-    probs, guesses = logits.float().softmax(-1).max(-1)
-    wrong = (batch["labels"] != -100) & (guesses.cpu() != batch["labels"])
-    order = probs.cpu()[wrong].argsort(descending=True)[:k]
+    with models.evaluation_mode(model):
+        logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device)).logits
+    probs, guesses = (t.cpu() for t in logits.float().softmax(-1).max(-1))
+    wrong = (batch["labels"] != masking.IGNORE_INDEX) & (guesses != batch["labels"])
+    order = probs[wrong].argsort(descending=True)[:k]
     rows = []
     for row, col in wrong.nonzero()[order].tolist():
         ids = batch["input_ids"][row]
         left = tokenizer.decode(ids[max(1, col - context) : col])
         right = tokenizer.decode(ids[col + 1 : col + 1 + context])
-        rows.append({
-            "context": f"{left} ___ {right}",
-            "shown": tokenizer.convert_ids_to_tokens(int(ids[col])),
-            "truth": tokenizer.convert_ids_to_tokens(int(batch["labels"][row, col])),
-            "guess": tokenizer.convert_ids_to_tokens(int(guesses[row, col])),
-            "probability": float(probs[row, col]),
-        })
+        shown, truth, guess = tokenizer.convert_ids_to_tokens([ids[col], batch["labels"][row, col], guesses[row, col]])
+        rows.append({"context": f"{left} ___ {right}", "shown": shown, "truth": truth, "guess": guess,
+                     "probability": float(probs[row, col])})
     return rows
+
+
+# ---- one complete run (`mlm-course pretrain`) ----------------------------------------------------------------------
+
+CORPORA = ("course", "reviews")
+PLAN_FILE, RESULTS_FILE = "plan.json", "results.json"
+
+
+@dataclass
+class PretrainSettings:
+    """What :func:`run` pretrains, on which text, with which masks (the optimiser's settings: a TrainConfig).
+
+    Field names are the command line's options (``mask_rate`` is ``--mask-rate``, ``model`` is ``--config``);
+    every field is checked here, so a bad one is refused before any work (:class:`~mlm_course.training.InvalidSettings`).
+    """
+
+    model: str | None = None  # a size of models.CONFIGS ("small" by default); with init_from the saved model's size
+    init_from: str | None = None  # 'course' or a save_pretrained folder: continued pretraining
+    stack_to: int | None = None  # with init_from: grow the model to this many layers first (progressive stacking)
+    corpus: str = "course"  # or "reviews": the unlabelled sentences of the sentiment training split
+    max_chars: int | None = None  # use only this much training text (a tenth of it held out), for smoke runs
+    seq_len: int = 128  # tokens per sequence, [CLS] and [SEP] included
+    dropout: float = 0.1  # hidden and attention dropout
+    mask_rate: float = 0.15
+    mask_mix: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    scheme: str = "bernoulli"
+    short_seq_prob: float = 0.0  # share of training sequences cut short (BERT's short_seq_prob)
+    sparse: bool = True  # project only the masked positions to the vocabulary
+
+    def __post_init__(self):
+        problems = self._mask_problems()
+        if self.model is not None and self.model not in models.CONFIGS:
+            problems["model"] = f"{self.model!r} is not a model size: use one of {', '.join(models.CONFIGS)}"
+        elif self.model is not None and self.init_from:
+            problems["model"] = "is the size of the init_from model: leave it out"
+        if self.stack_to is not None and not (self.init_from and self.stack_to >= 1):
+            problems["stack_to"] = "grows a trained model: give a number of layers ≥ 1 together with init_from"
+        if self.corpus not in CORPORA:
+            problems["corpus"] = f"{self.corpus!r} is not known: use one of {', '.join(CORPORA)}"
+        for name, low, ok in (("max_chars", 1, self.max_chars is None or self.max_chars >= 1),
+                              ("seq_len", 3, self.seq_len >= 3)):
+            if not ok:
+                problems[name] = f"must be ≥ {low}, not {getattr(self, name)!r}"
+        if not 0 <= self.dropout < 1:
+            problems["dropout"] = f"must be in [0, 1), not {self.dropout!r}"
+        if not 0 <= self.short_seq_prob <= 1:
+            problems["short_seq_prob"] = f"is a share: it must be in [0, 1], not {self.short_seq_prob!r}"
+        if problems:
+            raise InvalidSettings("pretraining", problems)
+        self.mask_mix = tuple(self.mask_mix)
+
+    def _mask_problems(self) -> dict[str, str]:
+        """Each mask field checked on its own by :class:`~mlm_course.masking.MaskSpec`; a rate of 0 masks nothing."""
+        problems = {}
+        for name, field in (("mask_rate", "rate"), ("mask_mix", "mix"), ("scheme", "scheme")):
+            try:
+                MaskSpec(**{field: getattr(self, name)})
+            except ValueError as exc:
+                problems[name] = f"is refused: {exc}"
+        if "mask_rate" not in problems and self.mask_rate == 0:
+            problems["mask_rate"] = "must be above 0: a rate of 0 gives no position to predict"
+        return problems
+
+    @property
+    def mask(self) -> MaskSpec:
+        return MaskSpec(rate=self.mask_rate, mix=self.mask_mix, scheme=self.scheme)
+
+
+@dataclass
+class RunResult:
+    """A complete pretraining run: the trained model, its tokenizer, the loop's result and the results.json
+    summary (None on the processes other than the main one)."""
+
+    model: BertForMaskedLM
+    tokenizer: PreTrainedTokenizerBase
+    train: TrainResult
+    summary: dict | None
+
+
+def run(
+    settings: PretrainSettings,
+    config: TrainConfig,
+    out_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    verbose: bool = True,
+) -> RunResult:
+    """Build the course tokenizer, the packed text and the model of ``settings``, plan the steps, pretrain, and
+    write to ``out_dir``: ``plan.json``, checkpoints, ``metrics.jsonl``, the final model and tokenizer
+    (save_pretrained) and ``results.json`` (held-out loss next to the unigram baseline's, steps, tokens, time).
+
+    Everything is checked and built before anything is written: a bad setting leaves no ``out_dir`` behind. With
+    ``config.minutes`` the step count is calibrated to fit the budget (``config.steps`` is not used); with
+    ``resume`` the plan of the run in ``out_dir`` is kept and training continues from its latest checkpoint.
+    """
+    out = Path(out_dir)
+    tokenizer = tokenization.course_tokenizer()
+    train_blocks, eval_blocks = packed_text(settings, tokenizer)
+    check_enough_examples(len(train_blocks), config.batch_size)
+    model, name = starting_model(settings, tokenizer, config.seed)
+    config = replace(config, extra={**config.extra, **_recorded_settings(settings, name)})
+    accelerator = make_accelerator(config.device, config.effective_precision)
+    config = replace(config, steps=_planned_steps(out, resume, model, tokenizer, train_blocks, config, settings,
+                                                  accelerator))
+    check_output_dir(out)
+    if accelerator.is_main_process:
+        write_json_atomic(out / PLAN_FILE, {"steps": config.steps})
+    if verbose:
+        accelerator.print(f"{name}: {models.count_parameters(model)['total']:,} parameters; {len(train_blocks):,} "
+                          f"training and {len(eval_blocks):,} held-out sequences of {settings.seq_len}; "
+                          f"{config.steps:,} steps", flush=True)
+    result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, spec=settings.mask, sparse=settings.sparse,
+                      short_share=settings.short_seq_prob, out_dir=out, resume=resume, progress=progress,
+                      accelerator=accelerator)
+    if not accelerator.is_main_process:
+        return RunResult(model, tokenizer, result, None)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    summary = _summary(name, model, tokenizer, (train_blocks, eval_blocks), config, result, accelerator)
+    write_json_atomic(out / RESULTS_FILE, summary)
+    return RunResult(model, tokenizer, result, summary)
+
+
+def packed_text(settings: PretrainSettings, tokenizer: PreTrainedTokenizerBase) -> tuple[torch.Tensor, torch.Tensor]:
+    """(training, held-out) blocks of ``settings.seq_len`` tokens; the held-out text is always the course corpus's."""
+    chars = settings.max_chars
+    train = (corpus.pretraining_text("train", max_chars=chars) if settings.corpus == "course"
+             else corpus.review_training_text(max_chars=chars))
+    heldout = corpus.pretraining_text("heldout", max_chars=chars and max(chars // 10, 1))
+    return pack_blocks([train], tokenizer, settings.seq_len), pack_blocks([heldout], tokenizer, settings.seq_len)
+
+
+def starting_model(settings: PretrainSettings, tokenizer: PreTrainedTokenizerBase, seed: int
+                   ) -> tuple[BertForMaskedLM, str]:
+    """The model to pretrain and its size's name: fresh weights of ``settings.model``, or the ``init_from`` model
+    (stacked to ``stack_to`` layers), always in fp32 (autocast does the rest)."""
+    dropout = {"hidden_dropout_prob": settings.dropout, "attention_probs_dropout_prob": settings.dropout}
+    if not settings.init_from:
+        name = settings.model or "small"
+        return models.build_model(name, tokenizer, seed=seed, max_length=settings.seq_len, **dropout), name
+    model = models.load_for_training(settings.init_from, tokenizer, max_length=settings.seq_len,
+                                     dtype=torch.float32, **dropout)  # transformers 5 keeps a bf16 folder in bf16
+    name = next((size for size, shape in models.CONFIGS.items()
+                 if all(getattr(model.config, k) == v for k, v in shape.items())), "custom")
+    if settings.stack_to:
+        model, name = models.stack_layers(model, settings.stack_to), f"{name} stacked to {settings.stack_to} layers"
+    return model, name
+
+
+def _recorded_settings(settings: PretrainSettings, name: str) -> dict:
+    """What the checkpoints and results.json record of ``settings`` (``train_config.extra``)."""
+    return {"model": name, "seq_len": settings.seq_len, "mask": asdict(settings.mask) | {"mix": list(settings.mask_mix)},
+            "sparse_logits": settings.sparse, "dropout": settings.dropout, "init_from": settings.init_from,
+            "stack_to": settings.stack_to, "short_seq_prob": settings.short_seq_prob, "corpus": settings.corpus}
+
+
+def _planned_steps(out: Path, resume: bool, model, tokenizer, train_blocks, config: TrainConfig,
+                   settings: PretrainSettings, accelerator) -> int:
+    """The plan of the run being resumed, else the steps that fit ``config.minutes``, else ``config.steps``."""
+    from accelerate.utils import broadcast_object_list
+
+    if resume and (out / PLAN_FILE).exists():
+        return json.loads((out / PLAN_FILE).read_text())["steps"]
+    if config.minutes is None:
+        return config.steps
+    steps = calibrate_steps(model, tokenizer, train_blocks, config, settings.mask, settings.sparse, accelerator)
+    return broadcast_object_list([steps])[0]  # every process runs the main process's count
+
+
+def calibrate_steps(model, tokenizer, blocks, config: TrainConfig, spec: MaskSpec, sparse: bool,
+                    accelerator=None) -> int:
+    """Steps that fit ``config.minutes``, timed on a throw-away copy of the model (8 steps to warm up, then 20)."""
+    import copy
+    import time
+
+    probe_model = copy.deepcopy(model)
+    options = {"spec": spec, "sparse": sparse, "progress": False, "accelerator": accelerator}
+    probe = replace(config, steps=8, minutes=None, eval_every=10**9, save_every=10**9)
+    pretrain(probe_model, tokenizer, blocks, blocks[: probe.batch_size], probe, **options)
+    start = time.perf_counter()
+    pretrain(probe_model, tokenizer, blocks, blocks[: probe.batch_size], replace(probe, steps=20), **options)
+    per_step = (time.perf_counter() - start) / 20
+    return max(1, int(60 * config.minutes / per_step * 0.95))
+
+
+def _summary(name: str, model, tokenizer, blocks: tuple[torch.Tensor, torch.Tensor], config: TrainConfig,
+             result: TrainResult, accelerator) -> dict:
+    """results.json: the last held-out evaluation next to the unigram baseline on the same frozen masks."""
+    train_blocks, eval_blocks = blocks
+    evals = [m for m in result.metrics if m["split"] == "eval"]
+    baseline = unigram_baseline(train_blocks, frozen_eval_batches(eval_blocks, tokenizer, MaskSpec()),
+                                len(tokenizer), tokenizer.all_special_ids)
+    tokens_per_step = config.batch_size * config.grad_accum * accelerator.num_processes * train_blocks.shape[1]
+    return {
+        "config": name, "parameters": models.count_parameters(model), "steps": result.steps_done,
+        "tokens_seen": result.steps_done * tokens_per_step, "processes": accelerator.num_processes,
+        "seconds": round(result.seconds, 1), "heldout": evals[-1] if evals else None, "unigram_baseline": baseline,
+        "train_config": asdict(config) | {"betas": list(config.betas)},
+        "machine": machine(next(model.parameters()).device.type),
+    }

@@ -37,6 +37,15 @@ CHECKPOINT_POINTER = "latest_checkpoint.txt"
 METRICS_FILE = "metrics.jsonl"
 
 
+class InvalidSettings(ValueError):
+    """Settings refused before any work: ``problems`` maps each bad field to what is wrong with it (the command
+    line names the field as its option, ``batch_size`` as ``--batch-size``)."""
+
+    def __init__(self, kind: str, problems: dict[str, str]):
+        self.problems = problems
+        super().__init__(f"invalid {kind} settings: " + "; ".join(f"{k} {v}" for k, v in problems.items()))
+
+
 @dataclass
 class TrainConfig:
     """Optimisation settings. ``warmup`` < 1 is a fraction of ``steps``, otherwise a step count."""
@@ -63,19 +72,17 @@ class TrainConfig:
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
-        checks = {
-            "steps": self.steps >= 1,
-            "batch_size": self.batch_size >= 1,
-            "grad_accum": self.grad_accum >= 1,
-            "lr": self.lr > 0,
-            "warmup": self.warmup >= 0,
-            "eval_every": self.eval_every >= 1,
-            "save_every": self.save_every >= 1,
-            "log_every": self.log_every >= 1,
-        }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"invalid training settings {bad}: steps, sizes and intervals must be ≥ 1, lr > 0")
+        counts = ("steps", "batch_size", "grad_accum", "eval_every", "save_every", "log_every")
+        problems = {name: f"must be ≥ 1, not {getattr(self, name)!r}" for name in counts
+                    if not getattr(self, name) >= 1}
+        if not self.lr > 0:
+            problems["lr"] = f"must be > 0, not {self.lr!r}"
+        if not self.warmup >= 0:
+            problems["warmup"] = f"must be ≥ 0 (a fraction of the steps below 1, else a count), not {self.warmup!r}"
+        if self.minutes is not None and not self.minutes > 0:
+            problems["minutes"] = f"must be > 0 (or None: no budget), not {self.minutes!r}"
+        if problems:
+            raise InvalidSettings("training", problems)
         if self.precision not in devices.PRECISIONS:
             raise ValueError(f"unknown precision {self.precision!r}: use one of {', '.join(devices.PRECISIONS)}")
 
@@ -185,6 +192,9 @@ class TrainLoop:
     steps and at the end, in eval mode, without gradients, in the autocast dtype; ``after_evaluation(row)``
     returning True stops the run (early stopping). With ``out_dir`` the main process writes ``metrics.jsonl`` and
     (``checkpoints=True``) checkpoints every ``save_every`` steps; ``train(resume=True)`` continues from the latest.
+    Checkpoints hold the model as ``save_model(model, folder)`` writes it and ``load_model(model, folder)`` reads it
+    back (default: ``save_pretrained`` and :func:`load_saved_weights`); a custom saver needs its loader to resume.
+    Each training row averages the steps since the previous one (a resumed run logs what an uninterrupted one does).
     """
 
     def __init__(
@@ -198,6 +208,7 @@ class TrainLoop:
         after_evaluation: Callable[[dict], bool] | None = None,
         out_dir: str | os.PathLike | None = None,
         save_model: Callable[[torch.nn.Module, Path], None] | None = None,
+        load_model: Callable[[torch.nn.Module, Path], None] | None = None,
         checkpoints: bool = True,
         eval_split: str = "eval",
         annotate: Callable[[int], dict] | None = None,
@@ -215,6 +226,7 @@ class TrainLoop:
         if self.out_dir is not None and self.main:
             check_output_dir(self.out_dir)
         self.save_model = save_model or (lambda m, path: m.save_pretrained(path))
+        self.load_model = load_model or (load_saved_weights if save_model is None else None)
         self.checkpoints, self.eval_split, self.progress = checkpoints, eval_split, progress
         self.annotate = annotate or (lambda step: {})
         self.sdpa = getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa"
@@ -229,8 +241,8 @@ class TrainLoop:
             self.optimizer.optimizer, linear_schedule(config.warmup_steps, config.steps))
         self.description = devices.describe_accelerator(self.accelerator, tf32=self.tf32, compiled=config.compile)
         self.step, self.metrics, self.stop_requested, self.last_eval_step = 0, [], False, -1
-        self._running: dict[str, torch.Tensor] = {}
-        self._running_n, self._start, self._scale = 0, time.perf_counter(), None
+        self._running: dict[str, torch.Tensor] = {}  # sums since the last training row, on the device
+        self._running_n, self._start, self._scale, self._lr = 0, time.perf_counter(), None, config.lr
 
     # ---- one step ------------------------------------------------------------------------------------------------
     def next_batches(self) -> list[Batch]:
@@ -289,9 +301,9 @@ class TrainLoop:
         for key, value in values.items():
             if key != "lr":
                 self._running[key] = self._running.get(key, 0.0) + value
-        self._running_n += 1
+        self._running_n, self._lr = self._running_n + 1, values["lr"]
         if self.step % cfg.log_every == 0 or self.step == cfg.steps:
-            self._log_train(values["lr"])
+            self._log_train()
         if self.step % cfg.eval_every == 0 and self.step < cfg.steps:
             self.run_evaluation()
         if self.checkpoints and self.out_dir is not None and self.step % cfg.save_every == 0 and self.step < cfg.steps:
@@ -301,14 +313,18 @@ class TrainLoop:
     def seconds(self) -> float:
         return round(time.perf_counter() - self._start, 4)
 
-    def _log_train(self, lr: float) -> None:
-        """Read the running means off the device (the only wait of a training step), averaged over processes."""
-        keys = list(self._running)
-        means = torch.stack([torch.as_tensor(self._running[k], device=self.device) for k in keys]) / self._running_n
+    def _running_sums(self) -> torch.Tensor:
+        """The running sums in the order of ``self._running``, averaged over processes."""
+        sums = torch.stack([torch.as_tensor(value, device=self.device) for value in self._running.values()])
         if self.accelerator.num_processes > 1:
-            means = self.accelerator.reduce(means, reduction="mean")
-        row = {"step": self.step, **self.annotate(self.step), "split": "train", **dict(zip(keys, means.tolist(), strict=True)),
-               "lr": lr, "seconds": self.seconds()}
+            sums = self.accelerator.reduce(sums, reduction="mean")
+        return sums
+
+    def _log_train(self) -> None:
+        """Read the running means off the device (the only wait of a training step), averaged over processes."""
+        means = (self._running_sums() / self._running_n).tolist()
+        row = {"step": self.step, **self.annotate(self.step), "split": "train",
+               **dict(zip(self._running, means, strict=True)), "lr": self._lr, "seconds": self.seconds()}
         self.log(row)
         self._running, self._running_n = {}, 0
         if self._bar is not None:
@@ -367,6 +383,8 @@ class TrainLoop:
                 break
         self._bar.close()
         self._bar = None
+        if self._running_n:  # the steps since the last row: a budget or early stop within a logging window
+            self._log_train()
         if self.last_eval_step != self.step:
             self.run_evaluation()
         if self.checkpoints and self.out_dir is not None:
@@ -383,8 +401,10 @@ class TrainLoop:
         if self.out_dir is None:
             raise ValueError("this loop has no out_dir: pass out_dir=... to save checkpoints")
         final = self.out_dir / f"checkpoint-{self.step}"
+        running = {"sums": dict(zip(self._running, self._running_sums().cpu(), strict=True)) if self._running_n
+                   else {}, "steps": self._running_n}  # every process reduces, the main one writes
         if self.main:
-            _write_checkpoint(self, final)
+            _write_checkpoint(self, final, running)
         self.accelerator.wait_for_everyone()
         return final
 
@@ -393,10 +413,12 @@ class TrainLoop:
             return None
         return self.out_dir / (self.out_dir / CHECKPOINT_POINTER).read_text().strip()
 
-    def trainer_state(self) -> dict:
+    def trainer_state(self, running: dict | None = None) -> dict:
+        """What resuming needs besides the weights: tensors, numbers and strings only (``weights_only`` loads it)."""
         scaler = self.accelerator.scaler
         return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else None, "step": self.step}
+                "scaler": scaler.state_dict() if scaler is not None else None, "step": self.step,
+                "running": running or {"sums": {}, "steps": 0}}
 
     def resume(self) -> bool:
         """Load the latest checkpoint in ``out_dir``; False when there is none."""
@@ -404,13 +426,19 @@ class TrainLoop:
         if checkpoint is None:
             return False
         _check_same_settings(checkpoint, self.config)
-        _load_weights(self.model, checkpoint / "model", self.device)
-        state = torch.load(checkpoint / "trainer_state.pt", map_location=self.device, weights_only=False)
+        if self.load_model is None:
+            raise ValueError("this loop saves its model with a custom save_model: pass the matching load_model=... "
+                             "to resume from its checkpoints")
+        self.load_model(self.model, checkpoint / "model")
+        state = torch.load(checkpoint / "trainer_state.pt", map_location=self.device, weights_only=True)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.accelerator.scaler is not None and state.get("scaler"):
             self.accelerator.scaler.load_state_dict(state["scaler"])
         self.step = state["step"]
+        running = state.get("running", {"sums": {}, "steps": 0})  # older checkpoints: a window from here
+        self._running = {key: value.to(self.device) for key, value in running["sums"].items()}
+        self._running_n = running["steps"]
         if self.out_dir is not None and (self.out_dir / METRICS_FILE).exists():
             self.metrics = [m for m in read_metrics(self.out_dir) if m["step"] <= self.step]
             self.accelerator.wait_for_everyone()
@@ -420,11 +448,11 @@ class TrainLoop:
 
 
 
-def _write_checkpoint(loop: TrainLoop, final: Path) -> None:
+def _write_checkpoint(loop: TrainLoop, final: Path, running: dict) -> None:
     out = loop.out_dir
     temp = Path(tempfile.mkdtemp(dir=out, prefix=f".{final.name}-"))
     loop.save_model(loop.model, temp / "model")
-    torch.save(loop.trainer_state(), temp / "trainer_state.pt")
+    torch.save(loop.trainer_state(running), temp / "trainer_state.pt")
     write_json_atomic(temp / "config.json", asdict(loop.config))
     if final.exists():
         shutil.rmtree(final)
@@ -447,17 +475,19 @@ def _check_same_settings(checkpoint: Path, config: TrainConfig) -> None:
             )
 
 
-def _load_weights(model: torch.nn.Module, folder: Path, device: torch.device) -> None:
+def load_saved_weights(model: torch.nn.Module, folder: Path) -> None:
+    """Load what ``model.save_pretrained(folder)`` wrote into ``model`` (tied weights may be left out)."""
     from safetensors.torch import load_file
 
-    weights = load_file(folder / "model.safetensors", device=str(device))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    tied = set(getattr(model, "_tied_weights_keys", None) or {})
-    if unexpected or [k for k in missing if k not in tied and "decoder.weight" not in k]:
-        raise ValueError(
-            f"the checkpoint in {folder.parent} does not fit this model (missing {missing[:3]}, unexpected "
-            f"{unexpected[:3]}): use the configuration it was trained with"
-        )
+    if not (folder / "model.safetensors").exists():
+        raise FileNotFoundError(f"no model.safetensors in {folder}: was it written by save_pretrained?")
+    weights = load_file(folder / "model.safetensors", device=str(next(model.parameters()).device))
+    own, tied = model.state_dict(), set(getattr(model, "_tied_weights_keys", None) or {})
+    reshaped = [k for k, w in weights.items() if k in own and own[k].shape != w.shape]
+    missing, unexpected = ([], []) if reshaped else model.load_state_dict(weights, strict=False)
+    if reshaped or unexpected or [k for k in missing if k not in tied and "decoder.weight" not in k]:
+        raise ValueError(f"the checkpoint in {folder.parent} does not fit this model (other shapes {reshaped[:3]}, "
+                         f"missing {missing[:3]}, unexpected {unexpected[:3]}): use the configuration it was trained with")
 
 
 def _rewrite_metrics(out_dir: Path, rows: list[dict]) -> None:
@@ -468,8 +498,7 @@ def _rewrite_metrics(out_dir: Path, rows: list[dict]) -> None:
 
 def cycle_batches(n_examples: int, batch_size: int, seed: int) -> Callable[[int, int], torch.Tensor]:
     """Indices of the examples in micro-batch ``(step, micro)``: a fresh permutation per epoch, by seed."""
-    if n_examples < batch_size:
-        raise ValueError(f"only {n_examples} examples for a batch of {batch_size}: use a smaller batch or more data")
+    check_enough_examples(n_examples, batch_size)
     per_epoch = n_examples // batch_size
 
     def indices(step: int, micro: int = 0, grad_accum: int = 1) -> torch.Tensor:
@@ -478,6 +507,12 @@ def cycle_batches(n_examples: int, batch_size: int, seed: int) -> Callable[[int,
         return order[position * batch_size : (position + 1) * batch_size]
 
     return indices
+
+
+def check_enough_examples(n_examples: int, batch_size: int) -> None:
+    """At least one full batch, or a ValueError saying what to change."""
+    if n_examples < batch_size:
+        raise ValueError(f"only {n_examples} examples for a batch of {batch_size}: use a smaller batch or more data")
 
 
 def epoch_of(step: int, micro: int, grad_accum: int, n_examples: int, batch_size: int) -> int:

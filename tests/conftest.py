@@ -42,3 +42,16 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def fail_forward(model):
+    """Make every forward pass of ``model`` raise (as an out-of-memory error would); returns the list that records
+    whether the model was in train mode at each attempted forward pass."""
+    seen = []
+
+    def fail(module, args, kwargs):
+        seen.append(module.training)
+        raise RuntimeError("simulated out of memory")
+
+    model.register_forward_pre_hook(fail, with_kwargs=True)
+    return seen

@@ -148,7 +148,6 @@ def test_runs_claimed_by_a_live_process_are_skipped_stale_claims_are_taken_over(
 def test_heldout_split_by_action_adds_up_to_the_runs_heldout_figures():
     """The split is of the same frozen masks pretrain() scores: its "all" equals the run's held-out loss, the three
     groups partition the positions (about 80/10/10 of them), and at "unchanged" positions the input shows the label."""
-    from mlm_course import objective
     from mlm_course.pretraining import MaskSpec, frozen_eval_batches
 
     budget = BUDGETS["quick"]
@@ -157,13 +156,13 @@ def test_heldout_split_by_action_adds_up_to_the_runs_heldout_figures():
     split = row["heldout_by_action"]
     assert split["all"]["loss"] == pytest.approx(row["heldout"]["loss"], abs=1e-4)
     assert split["all"]["top1"] == pytest.approx(row["heldout"]["top1"], abs=1e-9)
-    counts = [split[name]["tokens"] for name in objective.ACTIONS]
+    counts = [split[name]["tokens"] for name in masking.ACTION_NAMES[1:]]
     assert sum(counts) == split["all"]["tokens"] == row["heldout"]["tokens"]
     assert counts[0] / sum(counts) == pytest.approx(0.8, abs=0.06)  # 80 % of ~270 positions shown as [MASK]
     batches = frozen_eval_batches(data.eval_blocks, data.tokenizer, MaskSpec())
     shown_true = sum(int(((b["labels"] != -100) & (b["input_ids"] == b["labels"])).sum()) for b in batches)
     assert split["unchanged"]["tokens"] == shown_true
-    weighted = sum(split[name]["loss"] * split[name]["tokens"] for name in objective.ACTIONS) / sum(counts)
+    weighted = sum(split[name]["loss"] * split[name]["tokens"] for name in masking.ACTION_NAMES[1:]) / sum(counts)
     assert weighted == pytest.approx(split["all"]["loss"], rel=1e-6)
 
 

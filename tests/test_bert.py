@@ -175,11 +175,19 @@ def test_flops_per_token_equal_torchs_flop_counter():
         config, 13, training=False, head_share=0.0)
 
 
-def test_flops_of_bert_base_are_six_n_plus_attention():
+@pytest.mark.parametrize(("seq", "training", "per_token"), [(128, True, 667_948_032), (512, False, 236_805_120)])
+def test_flops_of_bert_base_equal_torchs_flop_counter(seq, training, per_token):
+    """bert-base on the meta device (shapes only: no memory, no arithmetic), counted by torch.
+
+    By hand, N = 12·(4·768² + 2·768·3072) + 768² + 30522·768 = 108,965,376 (layers + MLM head), so training at 128
+    tokens is 6N + 12·12·128·768 = 667,948,032 per token and a forward at 512 is 2N + 4·12·512·768 = 236,805,120.
+    """
     config = BertConfig()
-    n = 12 * (4 * 768**2 + 2 * 768 * 3072) + 768**2 + 30522 * 768  # 85.0 M in the layers + 24.0 M in the head
-    assert bert.flops_per_token(config, 128) == 6 * n + 12 * 12 * 128 * 768
-    assert bert.flops_per_token(config, 512, training=False) == 2 * n + 4 * 12 * 512 * 768
+    with torch.device("meta"):
+        model = BertMLM(config)
+    ids = torch.zeros(1, seq, dtype=torch.long, device="meta")
+    assert counted_flops(model, ids, training=training) == seq * per_token
+    assert bert.flops_per_token(config, seq, training=training) == per_token
 
 
 def test_attention_by_hand_equals_torch_sdpa():

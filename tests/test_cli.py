@@ -30,6 +30,56 @@ def test_bad_mask_mix_is_refused(capsys):
     assert "three numbers" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("option", "value"), [
+    ("--steps", "0"), ("--mask-rate", "1.5"), ("--mask-rate", "0"), ("--mask-mix", "0.5,0.5,0.5"),
+    ("--short-seq-prob", "2"), ("--dropout", "1"), ("--lr", "0"), ("--batch-size", "0"), ("--seq-len", "2"),
+    ("--max-chars", "0"), ("--minutes", "0"),
+])
+def test_a_bad_option_is_refused_by_name_before_anything_is_written(tmp_path, capsys, option, value):
+    """`--steps 0` used to train 1,000 steps; a bad mask rate was found after plan.json was written."""
+    out = tmp_path / "run"
+    budget = [] if option == "--minutes" else ["--steps", "2"]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["pretrain", "--config", "tiny", "--out", str(out), *budget, "--max-chars", "20000", option, value,
+                  "--no-progress"])
+    assert exit_info.value.code == 2
+    assert f"error: {option} " in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_size_and_a_model_to_start_from_are_refused_together(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["pretrain", "--config", "tiny", "--init-from", "course", "--out", str(tmp_path / "run")])
+    assert "--config is the size of the init_from model" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_too_little_text_for_a_batch_is_refused_before_anything_is_written(tmp_path, capsys):
+    assert cli.main(["pretrain", "--config", "tiny", "--out", str(tmp_path / "run"), "--steps", "1", "--seq-len", "32",
+                     "--max-chars", "2000", "--batch-size", "512", "--no-progress"]) == 2
+    assert "smaller batch" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def _readme_commands():
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    lines = [line for path in (root / "README.md", root / "mlm_course" / "data" / "course-bert" / "README.md")
+             for line in path.read_text().replace("\\\n", " ").splitlines()  # continued lines joined
+             if line.startswith("mlm-course pretrain ")]
+    return [shlex.split(line.split("  #")[0])[1:] for line in lines]
+
+
+def test_the_readme_command_lines_parse_and_pass_every_check():
+    commands = _readme_commands()
+    assert len(commands) >= 6  # README's three and the shipped checkpoint's three stages
+    for argv in commands:
+        settings, config = cli.pretrain_inputs(cli.build_parser().parse_args(argv))
+        assert config.steps >= 1 and settings.seq_len == 128
+
+
 def _pretrain(out, *extra):
     return cli.main(["pretrain", "--config", "tiny", "--out", str(out), "--steps", "4", "--batch-size", "4",
                      "--seq-len", "32", "--max-chars", "20000", "--eval-every", "2", "--save-every", "2",
@@ -62,14 +112,43 @@ def test_fill_mask_on_an_unknown_model_says_what_to_do(capsys, monkeypatch):
     assert "allow_hub" in capsys.readouterr().err
 
 
-def test_minutes_budget_calibrates_the_step_count(tmp_path):
-    """--minutes times a few steps on a throw-away copy and plans the schedule to fit the budget."""
-    code = cli.main(["pretrain", "--config", "tiny", "--out", str(tmp_path), "--minutes", "0.02", "--batch-size", "4",
-                     "--seq-len", "32", "--max-chars", "20000", "--eval-every", "1000", "--no-progress"])
-    assert code == 0
-    planned = json.loads((tmp_path / "plan.json").read_text())["steps"]
-    done = json.loads((tmp_path / "results.json").read_text())["steps"]
-    assert planned >= 1 and 1 <= done <= planned
+TINY_RUN = ["pretrain", "--config", "tiny", "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000",
+            "--eval-every", "1000", "--no-progress"]
+
+
+def test_calibration_plans_the_steps_that_fit_the_budget(monkeypatch, tiny_model, bert_tok):
+    """A fake clock where every probe step takes 0.25 s: 1 minute is 240 steps, less the 5 % margin = 228;
+    the probe trains a copy (the caller's weights do not move): 8 warm-up steps, then 20 timed ones."""
+    from mlm_course import pretraining
+    from mlm_course.masking import MaskSpec
+    from mlm_course.training import TrainConfig
+
+    clock, probes = [0.0], []
+
+    def fake_pretrain(model, tokenizer, train_blocks, eval_blocks, config, **options):
+        probes.append((model, config.steps))
+        clock[0] += 0.25 * config.steps
+
+    monkeypatch.setattr(pretraining, "pretrain", fake_pretrain)
+    monkeypatch.setattr("time.perf_counter", lambda: clock[0])
+    model = tiny_model()
+    config = TrainConfig(steps=1, batch_size=4, minutes=1.0, device="cpu")
+    blocks = torch.zeros(8, 32, dtype=torch.long)
+    assert pretraining.calibrate_steps(model, bert_tok, blocks, config, MaskSpec(), sparse=True) == 228
+    assert [steps for _, steps in probes] == [8, 20] and all(m is not model for m, _ in probes)
+
+
+def test_minutes_budget_trains_the_planned_steps(tmp_path, monkeypatch):
+    """--minutes writes the calibrated plan and trains it when time is left; out of time it stops after a step."""
+    from mlm_course import pretraining
+
+    monkeypatch.setattr(pretraining, "calibrate_steps", lambda *args, **kwargs: 5)
+    assert cli.main([*TINY_RUN, "--out", str(tmp_path / "roomy"), "--minutes", "30"]) == 0
+    assert json.loads((tmp_path / "roomy" / "plan.json").read_text())["steps"] == 5
+    assert json.loads((tmp_path / "roomy" / "results.json").read_text())["steps"] == 5
+    assert cli.main([*TINY_RUN, "--out", str(tmp_path / "tight"), "--minutes", "1e-9"]) == 0
+    assert json.loads((tmp_path / "tight" / "plan.json").read_text())["steps"] == 5
+    assert json.loads((tmp_path / "tight" / "results.json").read_text())["steps"] == 1
 
 
 def test_init_from_continues_a_saved_model(tmp_path):
@@ -96,6 +175,7 @@ def test_init_from_a_model_of_another_vocabulary_is_refused(tmp_path, capsys):
     assert cli.main(["pretrain", "--init-from", str(tmp_path / "other"), "--out", str(tmp_path / "run"),
                      "--steps", "1", "--seq-len", "32", "--no-progress"]) == 2
     assert "same tokenizer" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused before anything is written
 
 
 def test_init_from_a_model_with_too_few_positions_is_refused(tmp_path, capsys):
@@ -104,6 +184,7 @@ def test_init_from_a_model_with_too_few_positions_is_refused(tmp_path, capsys):
     assert cli.main(["pretrain", "--init-from", str(tmp_path / "short"), "--out", str(tmp_path / "run"),
                      "--steps", "1", "--seq-len", "64", "--no-progress"]) == 2
     assert "--seq-len 32" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused before anything is written
 
 
 def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
@@ -117,8 +198,10 @@ def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
     assert results["config"] == "tiny stacked to 4 layers" and results["train_config"]["extra"]["stack_to"] == 4
     assert results["train_config"]["extra"]["short_seq_prob"] == 0.1
     assert BertForMaskedLM.from_pretrained(second).config.num_hidden_layers == 4
-    with pytest.raises(SystemExit, match="use it with --init-from"):
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
         cli.main(["pretrain", "--stack-to", "4", "--out", str(tmp_path / "third"), "--steps", "1", "--no-progress"])
+    assert "--stack-to grows a trained model" in capsys.readouterr().err
     assert not (tmp_path / "third").exists()  # refused before anything is written
 
 

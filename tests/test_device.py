@@ -16,12 +16,13 @@ def fake(monkeypatch):
     """Set what torch reports as available: fake(cuda=..., mps=..., bf16=...)."""
     monkeypatch.delenv(device.DEVICE_ENV_VAR, raising=False)
 
-    def apply(cuda=False, mps=False, mps_bf16=True, capability=(9, 0), cpu_flags=("avx2", "fma")):
+    def apply(cuda=False, mps=False, mps_bf16=True, capability=(9, 0), cpu_flags=("avx2", "fma"), cpu_speedup=2.0):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
         # torch 2.13 counts emulation: True on every GPU, which is what the choice must not rely on
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
         monkeypatch.setattr(device, "cpu_flags", lambda: set(cpu_flags))
+        monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: cpu_speedup)
         monkeypatch.setattr(device, "_mps_available", lambda: mps)
         monkeypatch.setattr(device, "_mps_bf16_supported", lambda: mps_bf16)
 
@@ -61,17 +62,34 @@ def test_cuda_before_ampere_uses_fp16_with_scaler_although_torch_says_bf16(fake,
         device.precision_dtype("cuda", "bf16")
 
 
-@pytest.mark.parametrize(("flags", "dtype"), [
-    (("avx2", "avx512f", "avx512_bf16"), torch.bfloat16),  # AMD Zen 4 / Intel Cooper Lake
-    (("avx2", "amx_tile", "amx_bf16"), torch.bfloat16),  # Intel Sapphire Rapids
-    (("avx2", "avx512f"), None),  # AVX-512 without bf16: emulated, slower than fp32
-    ((), None),  # macOS / no /proc/cpuinfo
+@pytest.mark.parametrize(("flags", "speedup", "dtype"), [
+    (("avx2", "avx512f", "avx512_bf16"), 2.0, torch.bfloat16),  # AMD Zen 4 / Intel Cooper Lake, bf16 measured 2x
+    (("avx2", "amx_tile", "amx_bf16"), 1.3, torch.bfloat16),  # Intel Sapphire Rapids
+    (("avx2", "avx512f", "avx512_bf16"), 0.6, None),  # the flag, yet bf16 measured slower (the course's EPYC)
+    (("avx2", "avx512_bf16"), 1.1, None),  # faster, but by less than CPU_BF16_MIN_SPEEDUP
+    (("avx2", "avx512f"), 9.9, None),  # AVX-512 without bf16: emulated, slower than fp32
+    ((), 9.9, None),  # macOS / no /proc/cpuinfo
 ])
-def test_cpu_auto_precision_follows_the_bf16_hardware(fake, flags, dtype):
-    fake(cpu_flags=flags)
+def test_cpu_auto_precision_needs_bf16_hardware_that_measures_faster(fake, flags, speedup, dtype):
+    fake(cpu_flags=flags, cpu_speedup=speedup)
     assert device.precision_dtype("cpu", "auto") is dtype
     assert device.precision_dtype("cpu", "fp32") is None
     assert device.precision_dtype("cpu", "bf16") is torch.bfloat16  # asked for: allowed everywhere
+
+
+def test_cpu_without_bf16_flags_is_not_timed(fake, monkeypatch):
+    fake(cpu_flags=("avx2",))
+    monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: pytest.fail("timed a CPU without bf16 instructions"))
+    assert device.precision_dtype("cpu", "auto") is None
+
+
+def test_cpu_bf16_speedup_is_measured_once_on_this_machine():
+    device.cpu_bf16_speedup.cache_clear()
+    first = device.cpu_bf16_speedup(size=128, repeats=3)
+    assert 0.01 < first < 100  # a real ratio of two timings, not a constant
+    assert device.cpu_bf16_speedup(size=128, repeats=3) == first  # cached: measured once per process
+    assert device.cpu_bf16_speedup.cache_info().hits == 1
+    device.cpu_bf16_speedup.cache_clear()
 
 
 def test_cpu_flags_are_read_from_this_machine():

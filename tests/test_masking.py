@@ -1,5 +1,6 @@
-"""mlm_course.masking: statistics with stated 99.9 % bounds, invariants (hypothesis), agreement with transformers'
-DataCollatorForLanguageModeling and with a port of the original BERT code, the collator (incl. Trainer), errors."""
+"""mlm_course.masking (+ whole_word, collator, mask_checks): statistics with stated 99.9 % bounds, invariants
+(hypothesis), agreement with transformers' DataCollatorForLanguageModeling and with a port of the original BERT
+code, masks pinned to stored values, the MaskSpec, the collator (incl. Trainer), errors."""
 
 import random
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
@@ -11,8 +12,9 @@ from hypothesis import strategies as st
 from scipy import stats
 from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
-from mlm_course import masking
-from mlm_course.masking import KEPT, MASKED, NOT_SELECTED, RANDOM, MLMCollator, mask_tokens
+from mlm_course import mask_checks, masking, pretraining, whole_word
+from mlm_course.collator import MLMCollator
+from mlm_course.masking import IGNORE_INDEX, KEPT, MASKED, NOT_SELECTED, RANDOM, MaskSpec, mask_tokens
 
 CONF = 0.999
 PAD, CLS, SEP, MASK, UNK = 0, 1, 2, 3, 4  # the toy vocabulary's specials
@@ -32,9 +34,9 @@ def toy_batch(rows, length, seed, *, min_len=3):
     return ids, (pos < lens[:, None]).long()
 
 
-def toy_mask(ids, attention, **kw):
+def toy_mask(ids, attention, spec=None, **kw):
     kw = {"mask_token_id": MASK, "vocab_size": TOY_VOCAB, "special_ids": TOY_SPECIALS, **kw}
-    return mask_tokens(ids, attention_mask=attention, **kw)
+    return mask_tokens(ids, spec, attention_mask=attention, **kw)
 
 
 def in_binom_interval(count, trials, p, what):
@@ -110,11 +112,11 @@ def test_random_replacements_uniform_over_allowed_tokens(big_batch, random_from)
 def test_whole_word_bernoulli_rate_and_fixed_budget(big_batch):
     ids, att = big_batch
     cont = torch.rand(ids.shape, generator=torch.Generator().manual_seed(7)) < 0.3
-    out = toy_mask(ids, att, continuation=cont, generator=torch.Generator().manual_seed(8))
+    out = toy_mask(ids, att, continuation=cont, whole_word=True, generator=torch.Generator().manual_seed(8))
     in_binom_interval(int(out.selected.sum()), int(out.maskable.sum()), 0.15, "whole-word token rate")
-    starts = masking.word_starts(out.maskable, continuation=cont)
+    starts = whole_word.word_starts(out.maskable, continuation=cont)
     in_binom_interval(int((out.selected & starts).sum()), int(starts.sum()), 0.15, "whole-word word rate")
-    fixed = toy_mask(ids, att, continuation=cont, scheme="fixed", generator=torch.Generator().manual_seed(9))
+    fixed = toy_mask(ids, att, continuation=cont, whole_word=True, scheme="fixed", generator=torch.Generator().manual_seed(9))
     k = masking.num_to_predict(att.sum(1), 0.15)
     assert (fixed.selected.sum(1) <= k).all()
     assert fixed.selected.sum() >= 0.97 * k.sum(), "greedy fill should come close to the budget"
@@ -130,7 +132,7 @@ def test_binomial_interval_is_wilson():
 def test_measure_rates_counts(big_batch):
     ids, att = big_batch
     out = toy_mask(ids, att, generator=torch.Generator().manual_seed(10))
-    r = masking.measure_rates(out)
+    r = mask_checks.measure_rates(out)
     assert r["selected"]["trials"] == int(out.maskable.sum())
     assert r["[MASK]"]["count"] + r["random"]["count"] + r["unchanged"]["count"] == r["selected"]["count"]
     assert r["selected"]["low"] < 0.15 < r["selected"]["high"]
@@ -154,7 +156,7 @@ def test_fixed_counts_equal_the_original_port():
     rng = random.Random(0)
     vocab = ["[PAD]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(40)]
     rows = [["[CLS]"] + [f"w{rng.randrange(40)}" for _ in range(rng.randrange(1, 60))] + ["[SEP]"] for _ in range(300)]
-    ref_counts = [len(masking.reference_original_masking(r, vocab_words=vocab, rng=rng)[1]) for r in rows]
+    ref_counts = [len(mask_checks.reference_original_masking(r, vocab_words=vocab, rng=rng)[1]) for r in rows]
     length = max(map(len, rows))
     ids = torch.tensor([[vocab.index(t) for t in r] + [0] * (length - len(r)) for r in rows])
     out = mask_tokens(ids, attention_mask=ids != 0, special_ids=[0, 1, 2, 3], mask_token_id=3, vocab_size=len(vocab),
@@ -167,7 +169,7 @@ def test_fixed_counts_equal_the_original_port():
 def test_greedy_fill_equals_the_original_loop(rows, budget, rnd):
     width = max(map(len, rows))
     lengths = torch.tensor([r + [0] * (width - len(r)) for r in rows]).reshape(len(rows), width)
-    got = masking._greedy_fill(lengths, torch.full((len(rows),), budget))
+    got = whole_word._greedy_fill(lengths, torch.full((len(rows),), budget))
     for row, accepted in zip(rows, got.tolist(), strict=True):
         used, want = 0, []
         for length in row:  # the original: skip a word that overflows the budget, keep trying later ones
@@ -181,7 +183,7 @@ def test_original_port_whole_word_keeps_pieces_together():
     rng = random.Random(1)
     tokens = ["[CLS]", "un", "##aff", "##able", "is", "a", "word", "##piece", "[SEP]"]
     for _ in range(200):
-        out, positions, labels = masking.reference_original_masking(
+        out, positions, labels = mask_checks.reference_original_masking(
             tokens, vocab_words=tokens, rng=rng, masked_lm_prob=0.5, do_whole_word_mask=True
         )
         chosen = set(positions)
@@ -199,10 +201,10 @@ MIXES = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.
 @given(
     rows=st.integers(1, 6), length=st.integers(1, 40), seed=st.integers(0, 2**31 - 1),
     rate=st.floats(0, 1), scheme=st.sampled_from(["bernoulli", "fixed"]), mix=st.sampled_from(MIXES),
-    special_share=st.floats(0, 0.6), whole_word=st.sampled_from([None, "continuation", "word_ids"]),
+    special_share=st.floats(0, 0.6), unit=st.sampled_from([None, "continuation", "word_ids"]),
     max_predictions=st.sampled_from([None, 1, 3]),
 )
-def test_invariants(rows, length, seed, rate, scheme, mix, special_share, whole_word, max_predictions):
+def test_invariants(rows, length, seed, rate, scheme, mix, special_share, unit, max_predictions):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, TOY_VOCAB, (rows, length), generator=g)
     specials = torch.rand(rows, length, generator=g) < special_share
@@ -212,13 +214,13 @@ def test_invariants(rows, length, seed, rate, scheme, mix, special_share, whole_
     ids[att == 0] = PAD
     cont = torch.rand(rows, length, generator=g) < 0.4
     word_ids = torch.cumsum(~cont, 1) * att - (1 - att)  # runs share an id; -1 on padding
-    kw = {"continuation": cont} if whole_word == "continuation" else {"word_ids": word_ids} if whole_word else {}
+    kw = {"continuation": cont} if unit == "continuation" else {"word_ids": word_ids} if unit else {}
     before = (ids.clone(), att.clone(), cont.clone())
     maskable = (att == 1) & (ids >= 5)
 
     def run():
-        return toy_mask(ids, att, rate=rate, scheme=scheme, mix=mix, max_predictions=max_predictions,
-                        generator=torch.Generator().manual_seed(seed), **kw)
+        spec = MaskSpec(rate=rate, scheme=scheme, mix=mix, max_predictions=max_predictions, whole_word=bool(unit))
+        return toy_mask(ids, att, spec, generator=torch.Generator().manual_seed(seed), **kw)
 
     if not maskable.any():
         with pytest.raises(ValueError, match="no token of this batch may be masked"):
@@ -237,8 +239,8 @@ def test_invariants(rows, length, seed, rate, scheme, mix, special_share, whole_
     if mix[0] == 1:
         assert (out.action[sel] == MASKED).all()
     assert torch.equal(out.action == NOT_SELECTED, ~sel)
-    if whole_word:
-        starts = masking.word_starts(maskable, continuation=cont)
+    if unit:
+        starts = whole_word.word_starts(maskable, continuation=cont)
         word = torch.cumsum(starts.flatten(), 0).reshape(ids.shape)
         for w in word[maskable].unique():
             members = sel[(word == w) & maskable]
@@ -246,7 +248,7 @@ def test_invariants(rows, length, seed, rate, scheme, mix, special_share, whole_
     if scheme == "fixed":
         k = torch.minimum(masking.num_to_predict(att.sum(1), rate, max_predictions=max_predictions),
                           maskable.sum(1))
-        if whole_word:
+        if unit:
             assert (sel.sum(1) <= k).all()
         else:
             assert torch.equal(sel.sum(1), k)
@@ -292,8 +294,8 @@ def test_static_vs_dynamic_distinct_masks():
     static = masking.epoch_masks(ids, epochs=7, mode="static", copies=3, generator=torch.Generator().manual_seed(0), **kw)
     dynamic = masking.epoch_masks(ids, epochs=7, mode="dynamic", generator=torch.Generator().manual_seed(0), **kw)
     assert static[0] is static[3] is static[6]
-    assert masking.count_distinct_masks(static).tolist() == [3] * 8
-    assert masking.count_distinct_masks(dynamic).tolist() == [7] * 8
+    assert mask_checks.count_distinct_masks(static).tolist() == [3] * 8
+    assert mask_checks.count_distinct_masks(dynamic).tolist() == [7] * 8
 
 
 def test_select_and_replace_compose_to_mask_tokens():
@@ -312,11 +314,99 @@ def test_word_starts_from_a_real_tokenizer(bert_tok):
     enc = bert_tok("unaffable tokenization works", return_special_tokens_mask=True)
     ids = torch.tensor([enc["input_ids"]])
     maskable = torch.tensor([enc["special_tokens_mask"]]) == 0
-    by_ids = masking.word_starts(maskable, word_ids=[enc.word_ids()])
-    by_hash = masking.word_starts(maskable, continuation=masking.continuation_lookup(bert_tok)[ids])
+    by_ids = whole_word.word_starts(maskable, word_ids=[enc.word_ids()])
+    by_hash = whole_word.word_starts(maskable, continuation=whole_word.continuation_lookup(bert_tok)[ids])
     pieces = bert_tok.convert_ids_to_tokens(enc["input_ids"])
     assert torch.equal(by_ids, by_hash)
     assert [p for p, s in zip(pieces, by_ids[0].tolist(), strict=True) if s] == [p for p in pieces if p[0].isalpha()]
+
+
+# ---- the same seed gives the same masks as before -------------------------------------------------------------
+
+PINNED_IDS = torch.tensor([[1, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 2],
+                           [1, 21, 22, 23, 24, 25, 26, 2, 0, 0, 0, 0],
+                           [1, 31, 32, 33, 2, 0, 0, 0, 0, 0, 0, 0]])
+_ = IGNORE_INDEX  # short, to keep the pinned labels readable
+# Outputs of the implementation before the MaskSpec refactor (seed 0), stored: a refactor must not change any mask.
+PINNED = {
+    "bernoulli": (MaskSpec(rate=0.4), [[1, 11, 3, 3, 3, 15, 16, 17, 18, 19, 20, 2], [1, 3, 30, 23, 24, 25, 23, 2, 0, 0, 0, 0],
+                                       [1, 31, 32, 3, 2, 0, 0, 0, 0, 0, 0, 0]],
+                  [[_, _, 12, 13, 14, _, _, _, _, _, 20, _], [_, 21, 22, _, _, _, 26, _, _, _, _, _],
+                   [_, _, _, 33, _, _, _, _, _, _, _, _]]),
+    "fixed": (MaskSpec(rate=0.4, scheme="fixed", max_predictions=4),
+              [[1, 11, 12, 13, 3, 15, 16, 3, 18, 19, 22, 2], [1, 21, 3, 3, 3, 25, 26, 2, 0, 0, 0, 0],
+               [1, 3, 3, 33, 2, 0, 0, 0, 0, 0, 0, 0]],
+              [[_, _, _, 13, 14, _, _, 17, _, _, 20, _], [_, _, 22, 23, 24, _, _, _, _, _, _, _],
+               [_, 31, 32, _, _, _, _, _, _, _, _, _]]),
+    "whole_word_fixed": (MaskSpec(rate=0.4, scheme="fixed", whole_word=True),
+                         [[1, 3, 12, 13, 14, 15, 3, 3, 6, 19, 20, 2], [1, 21, 22, 3, 3, 3, 26, 2, 0, 0, 0, 0],
+                          [1, 3, 40, 33, 2, 0, 0, 0, 0, 0, 0, 0]],
+                         [[_, 11, _, _, _, _, 16, 17, 18, 19, _, _], [_, _, _, 23, 24, 25, _, _, _, _, _, _],
+                          [_, 31, 32, _, _, _, _, _, _, _, _, _]]),
+}
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+def test_same_seed_gives_the_stored_masks(name):
+    spec, want_ids, want_labels = PINNED[name]
+    cont = torch.zeros_like(PINNED_IDS, dtype=torch.bool)
+    cont[0, [3, 4, 8]] = cont[1, 2] = True  # words: 12 ##13 ##14, 17 ##18; 21 ##22
+    kw = {"continuation": cont} if spec.whole_word else {}
+    out = toy_mask(PINNED_IDS, PINNED_IDS != PAD, spec, generator=torch.Generator().manual_seed(0), **kw)
+    assert out.input_ids.tolist() == want_ids and out.labels.tolist() == want_labels
+    if spec.scheme == "fixed":  # the original count: round(0.4 · 12) = 5 (or the cap, 4), round(3.2) = 3, 0.4 · 5 = 2
+        assert out.selected.sum(1).tolist() == ([4, 3, 2] if spec.max_predictions else [5, 3, 2])
+
+
+def test_ignore_index_is_what_pytorch_ignores():
+    assert torch.nn.CrossEntropyLoss().ignore_index == IGNORE_INDEX
+
+
+# ---- the specification --------------------------------------------------------------------------------------
+
+
+def test_mask_spec_is_validated_once_and_shared():
+    spec = MaskSpec(rate=0.3, mix=[1, 0, 0])
+    assert spec.mix == (1.0, 0.0, 0.0) and isinstance(spec.rate, float)  # normalised when made
+    assert pretraining.MaskSpec is MaskSpec  # pretraining takes the same spec
+    assert masking.resolve_spec(spec, {"scheme": "fixed"}) == MaskSpec(rate=0.3, mix=(1, 0, 0), scheme="fixed")
+    assert masking.resolve_spec(spec, {}) is spec
+    for bad, message in [({"rate": 2}, "pass a number in"), ({"rounding": "up"}, "rounding='up' is not known"),
+                         ({"random_from": "all"}, "random_from='all'"), ({"max_predictions": 0}, "max_predictions=0"),
+                         ({"whole_word": "yes"}, "whole_word='yes'")]:
+        with pytest.raises(ValueError, match=message):
+            MaskSpec(**bad)
+    with pytest.raises(TypeError, match="spec must be a MaskSpec"):
+        mask_tokens(PINNED_IDS, {"rate": 0.3}, mask_token_id=MASK, special_ids=TOY_SPECIALS)
+
+
+def test_spec_and_keywords_give_the_same_masks():
+    ids, att = toy_batch(32, 24, seed=14)
+    width = int(att.sum(1).max())  # the collator pads to the longest row: compare on the same shape
+    ids, att = ids[:, :width], att[:, :width]
+    spec = MaskSpec(rate=0.3, scheme="fixed", mix=(0.5, 0.3, 0.2), max_predictions=5, rounding="half_even")
+    by_spec = toy_mask(ids, att, spec, generator=torch.Generator().manual_seed(4))
+    by_keywords = toy_mask(ids, att, rate=0.3, scheme="fixed", mix=(0.5, 0.3, 0.2), max_predictions=5,
+                           rounding="half_even", generator=torch.Generator().manual_seed(4))
+    assert torch.equal(by_spec.input_ids, by_keywords.input_ids) and torch.equal(by_spec.labels, by_keywords.labels)
+    collated = MLMCollator(mask_token_id=MASK, pad_token_id=PAD, special_ids=TOY_SPECIALS, vocab_size=TOY_VOCAB,
+                           spec=spec, generator=torch.Generator().manual_seed(4))([r[a == 1] for r, a in zip(ids, att, strict=True)])
+    assert torch.equal(collated["labels"], by_spec.labels)
+
+
+def test_whole_word_needs_words_and_words_need_whole_word():
+    ids, att = toy_batch(2, 8, seed=0)
+    with pytest.raises(ValueError, match="whole_word=True needs the words"):
+        toy_mask(ids, att, whole_word=True)
+    with pytest.raises(ValueError, match="whole_word is False"):
+        toy_mask(ids, att, continuation=torch.zeros_like(ids, dtype=torch.bool))
+
+
+def test_a_mix_without_unchanged_share_leaves_no_selected_token_unchanged():
+    ids, att = toy_batch(500, 32, seed=15)
+    out = toy_mask(ids, att, rate=1.0, mix=(0.7, 0.3, 0.0), generator=torch.Generator().manual_seed(0))
+    assert not (out.action == KEPT).any() and (out.action[out.selected] != NOT_SELECTED).all()
+    in_binom_interval(int((out.action == MASKED).sum()), int(out.selected.sum()), 0.7, "[MASK] share")
 
 
 # ---- agreement with transformers ----------------------------------------------------------------------------
@@ -445,6 +535,8 @@ def test_bad_inputs_say_what_to_change(bert_tok):
         toy_mask(ids.float(), att)
     with pytest.raises(TypeError, match="integer token ids"):
         MLMCollator(bert_tok)([[101.0, 2000.5, 102.0]])
+    with pytest.raises(TypeError, match="integer token ids"):
+        MLMCollator(bert_tok)([[True, False], [True]])
     with pytest.raises(ValueError, match="mask_token_id is None"):
         mask_tokens(ids, mask_token_id=None, vocab_size=TOY_VOCAB, special_ids=TOY_SPECIALS)
     with pytest.raises(ValueError, match="say which tokens are special"):
@@ -456,7 +548,7 @@ def test_bad_inputs_say_what_to_change(bert_tok):
     with pytest.raises(ValueError, match="scheme='topk' is not known"):
         toy_mask(ids, att, scheme="topk")
     with pytest.raises(ValueError, match="one word id per token"):
-        toy_mask(ids, att, word_ids=torch.zeros(2, 3, dtype=torch.long))
+        toy_mask(ids, att, word_ids=torch.zeros(2, 3, dtype=torch.long), whole_word=True)
     with pytest.raises(ValueError, match="input_ids is empty"):
         toy_mask(torch.zeros(0, 5, dtype=torch.long), None)
     with pytest.raises(ValueError, match="mask_token_id=103"):

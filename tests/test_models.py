@@ -2,7 +2,8 @@
 
 import pytest
 import torch
-from transformers import AutoModelForMaskedLM, AutoTokenizer
+from conftest import fail_forward
+from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertModel
 
 from mlm_course import models
 
@@ -14,10 +15,26 @@ def test_configs_match_their_names_and_the_tokenizer(name, bert_tok):
     assert config.hidden_size % config.num_attention_heads == 0
 
 
-def test_named_sizes_are_the_documented_ones():
-    assert (models.CONFIGS["tiny"]["num_hidden_layers"], models.CONFIGS["tiny"]["hidden_size"]) == (2, 128)
-    assert (models.CONFIGS["small"]["num_hidden_layers"], models.CONFIGS["small"]["hidden_size"]) == (4, 256)
-    assert models.CONFIGS["base"]["hidden_size"] == 768
+# (layers, hidden, heads, FFN) of Turc et al. 2019's BERT-Tiny and BERT-Mini (H/64 heads, FFN 4H) and of bert-base,
+# and each one's BertModel parameter count on the 30,522-piece vocabulary: bert-base-uncased's is the paper's "110 M".
+PUBLISHED_SIZES = {"tiny": ((2, 128, 2, 512), 4_385_920), "small": ((4, 256, 4, 1024), 11_170_560),
+                   "base": ((12, 768, 12, 3072), 109_482_240)}
+
+
+@pytest.mark.parametrize("name", list(PUBLISHED_SIZES))
+def test_named_sizes_build_the_published_architectures(name, bert_tok):
+    config = models.build_config(name, bert_tok)
+    shape, parameters = PUBLISHED_SIZES[name]
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.intermediate_size) == shape
+    with torch.device("meta"):  # shapes only: bert-base costs no memory
+        assert sum(p.numel() for p in BertModel(config).parameters()) == parameters
+    if name == "base":  # transformers' default BertConfig is bert-base-uncased
+        default = BertConfig()
+        assert all(getattr(config, key) == getattr(default, key) for key in models.CONFIGS["base"])
+
+
+def test_every_named_size_is_tested():
+    assert set(models.CONFIGS) == set(PUBLISHED_SIZES)
 
 
 def test_unknown_config_is_a_clear_error(bert_tok):
@@ -51,6 +68,25 @@ def test_fill_mask_returns_sorted_probabilities_from_the_softmax(tiny_model, ber
     top = probs.topk(3)
     assert [t for t, _ in result[0]] == bert_tok.convert_ids_to_tokens(top.indices.tolist())
     assert [p for _, p in result[0]] == pytest.approx(top.values.tolist(), rel=1e-5)
+
+
+def test_fill_mask_restores_training_mode_when_the_forward_pass_fails(tiny_model, bert_tok):
+    model = tiny_model().train()
+    seen = fail_forward(model)
+    with pytest.raises(RuntimeError, match="simulated"):
+        models.fill_mask(model, bert_tok, "she opened the [MASK] .")
+    assert seen == [False] and model.training and model.bert.encoder.layer[0].training
+
+
+@pytest.mark.parametrize("start_training", [True, False])
+def test_evaluation_mode_restores_the_mode_it_found(tiny_model, start_training):
+    model = tiny_model().train(start_training)
+    with models.evaluation_mode(model):
+        assert not model.training and not model.bert.encoder.training
+    assert model.training is start_training
+    with pytest.raises(KeyError), models.evaluation_mode(model):
+        raise KeyError("an error inside the block")
+    assert model.training is start_training and model.bert.encoder.training is start_training
 
 
 def test_fill_mask_needs_a_mask(tiny_model, bert_tok):

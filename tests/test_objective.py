@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import fail_forward
 from transformers import BertConfig, BertForMaskedLM
 
 from mlm_course import corpus, masking, models, objective, pretraining, tokenization
@@ -263,6 +264,28 @@ def test_pll_restores_training_mode(course_tok, small_model):
         small_model.eval()
 
 
+def _scorers(course_tok):
+    """Each function that switches a model to eval mode for scoring, called on one short input."""
+    batch = pretraining.mask_blocks(torch.tensor([course_tok("a short one.")["input_ids"]]), course_tok,
+                                    pretraining.MaskSpec(rate=0.5), torch.Generator().manual_seed(0))
+    return {
+        "pll": lambda m: objective.pseudo_log_likelihood(m, course_tok, "a short one."),
+        "pll_naive": lambda m: objective.pseudo_log_likelihood_naive(m, course_tok, "a short one."),
+        "by_action": lambda m: objective.evaluate_by_action(m, [batch], course_tok.mask_token_id),
+    }
+
+
+@pytest.mark.parametrize("scorer", ["pll", "pll_naive", "by_action"])
+def test_scoring_restores_training_mode_when_the_forward_pass_fails(course_tok, scorer):
+    """A forward pass that raises (out of memory, say) must not leave a training model in eval mode."""
+    model = models.build_model("tiny", course_tok, seed=0, max_length=64, **SMALL).train()
+    seen = fail_forward(model)
+    with pytest.raises(RuntimeError, match="simulated"):
+        _scorers(course_tok)[scorer](model)
+    assert seen == [False]  # it scored in eval mode (dropout off) ...
+    assert model.training and all(m.training for m in model.modules())  # ... and is back in train mode
+
+
 def test_pll_errors(course_tok, small_model):
     with pytest.raises(ValueError, match="non-empty string"):
         objective.pseudo_log_likelihood(small_model, course_tok, "  ")
@@ -324,7 +347,7 @@ def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
     got = objective.evaluate_by_action(small_model, batches, course_tok.mask_token_id)
     assert math.isclose(got["all"]["loss"], ref["loss"], abs_tol=1e-5)
     assert math.isclose(got["all"]["top1"], ref["top1"], abs_tol=1e-9)
-    assert got["all"]["tokens"] == ref["tokens"] == sum(got[a]["tokens"] for a in objective.ACTIONS)
+    assert got["all"]["tokens"] == ref["tokens"] == sum(got[a]["tokens"] for a in masking.ACTION_NAMES[1:])
     assert got["[MASK]"]["mask"] == got["[MASK]"]["copy"]  # at a [MASK] position, copying = predicting [MASK]
     # the 95 % interval of the mean loss: 1.96 standard errors of the per-token losses, from F.cross_entropy
     with torch.no_grad():

@@ -40,14 +40,23 @@ def test_mask_blocks_follows_the_conventions(blocks, bert_tok):
     assert torch.equal(batch["input_ids"][~selected], blocks[~selected])
 
 
-@pytest.mark.parametrize("dropout", [0.0])
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_sparse_logits_loss_equals_full_logits_and_library_loss(tiny_model, blocks, bert_tok, dropout):
-    model = tiny_model(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout).eval()
+    """In train mode: one seed draws the same dropout masks in the encoder (the MLM head has none), so the sparse
+    loss equals the full-logits and the library loss even with dropout on; another seed changes it only then."""
+    model = tiny_model(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout).train()
     batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(), torch.Generator().manual_seed(1))
-    sparse, _ = pretraining.masked_lm_loss(model, batch, sparse=True)
-    full, _ = pretraining.masked_lm_loss(model, batch, sparse=False)
-    library = model(**batch).loss
+
+    def seeded(loss, seed=0):
+        torch.manual_seed(seed)
+        return loss()
+
+    sparse = seeded(lambda: pretraining.masked_lm_loss(model, batch, sparse=True)[0])
+    full = seeded(lambda: pretraining.masked_lm_loss(model, batch, sparse=False)[0])
+    library = seeded(lambda: model(**batch).loss)
     assert torch.allclose(sparse, full, atol=1e-6) and torch.allclose(sparse, library, atol=1e-6)
+    other_seed = seeded(lambda: pretraining.masked_lm_loss(model, batch, sparse=True)[0], seed=1)
+    assert torch.allclose(other_seed, sparse, atol=1e-6) is (dropout == 0.0)  # dropout really acts at 0.1
 
 
 def test_sparse_gradients_equal_full_gradients(tiny_model, blocks, bert_tok):
@@ -249,3 +258,30 @@ def test_shipped_checkpoint_figures_are_what_its_weights_compute():
     hits = pretraining.probe_hits(model, tok)
     assert [row["guesses"] for row in hits] == [row["guesses"] for row in results["probes"]["rows"]]
     assert sum(row["hit"] for row in hits) == results["probes"]["hits"] > len(hits) / 2  # issue 4: "most of the time"
+
+
+def test_pretraining_settings_name_every_bad_field():
+    from mlm_course.training import InvalidSettings
+
+    with pytest.raises(InvalidSettings) as error:
+        pretraining.PretrainSettings(model="huge", mask_rate=1.5, mask_mix=(0.5, 0.5, 0.5), scheme="spans",
+                                     seq_len=2, stack_to=4, dropout=1.0, short_seq_prob=-0.1, corpus="web")
+    assert set(error.value.problems) == {"model", "mask_rate", "mask_mix", "scheme", "seq_len", "stack_to", "dropout",
+                                         "short_seq_prob", "corpus"}
+    settings = pretraining.PretrainSettings(mask_rate=0.3, mask_mix=[1.0, 0.0, 0.0], scheme="fixed")
+    assert settings.mask == MaskSpec(rate=0.3, mix=(1.0, 0.0, 0.0), scheme="fixed")
+
+
+def test_confident_wrong_fills_are_wrong_sorted_and_scored_in_eval_mode(tiny_model, blocks, bert_tok):
+    model = tiny_model().train()
+    batch = pretraining.mask_blocks(blocks[:4], bert_tok, MaskSpec(), torch.Generator().manual_seed(0))
+    fills = pretraining.confident_wrong_fills(model, bert_tok, batch, k=5)
+    with torch.no_grad():
+        model.eval()
+        probs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.softmax(-1)
+    model.train()
+    best, guesses = probs.max(-1)
+    wrong = (batch["labels"] != -100) & (guesses != batch["labels"])
+    expected = best[wrong].sort(descending=True).values[:5]
+    assert [f["probability"] for f in fills] == pytest.approx(expected.tolist())  # dropout off: eval-mode scores
+    assert all(f["guess"] != f["truth"] for f in fills) and model.training  # back in train mode afterwards

@@ -49,10 +49,12 @@ def test_warmup_fraction_and_count():
     assert TrainConfig(steps=200, warmup=30).warmup_steps == 30
 
 
-@pytest.mark.parametrize("bad", [{"steps": 0}, {"lr": 0.0}, {"batch_size": 0}, {"grad_accum": 0}])
+@pytest.mark.parametrize("bad", [{"steps": 0}, {"lr": 0.0}, {"batch_size": 0}, {"grad_accum": 0}, {"minutes": 0},
+                                 {"steps": 0, "warmup": -1}])
 def test_invalid_config_is_a_clear_error(bad):
-    with pytest.raises(ValueError, match="invalid training settings"):
+    with pytest.raises(training.InvalidSettings, match="invalid training settings") as error:
         TrainConfig(**bad)
+    assert set(error.value.problems) == set(bad)  # each bad field named (the CLI shows it as its option)
 
 
 def test_no_weight_decay_on_biases_and_layernorm(tiny_model):
@@ -80,14 +82,22 @@ def test_cycle_batches_needs_enough_examples():
         training.cycle_batches(3, 8, seed=0)
 
 
-def _regression_trainer(out_dir, steps=6, save_every=3, seed=0, **extra):
+def _save_safetensors(m, path):
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(m.state_dict(), path / "model.safetensors")
+
+
+def _regression_trainer(out_dir, steps=6, save_every=3, seed=0, log_every=1, save=_save_safetensors,
+                        load=training.load_saved_weights, **extra):
     """A small linear regression, enough to exercise every part of the loop."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8), torch.nn.Dropout(0.2), torch.nn.Linear(8, 1))
     x = torch.randn(64, 4, generator=torch.Generator().manual_seed(1))
     y = x.sum(-1, keepdim=True)
     config = TrainConfig(steps=steps, batch_size=8, lr=1e-2, warmup=2, save_every=save_every, eval_every=2,
-                         log_every=1, seed=seed, device="cpu", **extra)
+                         log_every=log_every, seed=seed, device="cpu", **extra)
     pick = training.cycle_batches(64, 8, seed)
 
     def batch_for_step(step, micro):
@@ -100,14 +110,8 @@ def _regression_trainer(out_dir, steps=6, save_every=3, seed=0, **extra):
     def evaluate(m):
         return {"mse": float(torch.nn.functional.mse_loss(m(x), y))}
 
-    def save(m, path):
-        path.mkdir(parents=True, exist_ok=True)
-        from safetensors.torch import save_file
-
-        save_file(m.state_dict(), path / "model.safetensors")
-
     return TrainLoop(model, config, batch_for_step=batch_for_step, compute_loss=compute_loss, evaluate=evaluate,
-                   out_dir=out_dir, save_model=save, progress=False)
+                     out_dir=out_dir, save_model=save, load_model=load, progress=False)
 
 
 def test_training_reduces_the_loss(tmp_path):
@@ -169,6 +173,75 @@ def test_minutes_budget_stops_early_and_saves(tmp_path):
     result = trainer.train()
     assert result.stopped_early and result.steps_done == 1
     assert (tmp_path / "checkpoint-1").exists()
+
+
+def _train_rows(rows):
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in rows if row["split"] == "train"]
+
+
+def test_resumed_run_logs_what_an_uninterrupted_run_logs(tmp_path):
+    """log_every=4, checkpoint at step 6 (mid-window): the resumed row at step 8 still averages steps 5-8, and the
+    last row (step 10) the two steps after step 8."""
+    settings = {"steps": 10, "save_every": 3, "log_every": 4}
+    whole = _regression_trainer(tmp_path / "whole", **settings).train()
+    killed = _regression_trainer(tmp_path / "killed", **settings)
+    while killed.step < 7:  # "killed" after step 7: the last checkpoint on disk is step 6's
+        killed.run_step()
+    resumed = _regression_trainer(tmp_path / "killed", **settings).train(resume=True)
+    assert [row["step"] for row in _train_rows(whole.metrics)] == [4, 8, 10]
+    assert _train_rows(resumed.metrics) == _train_rows(whole.metrics)
+    assert _train_rows(training.read_metrics(tmp_path / "killed")) == _train_rows(whole.metrics)
+
+
+def test_a_budget_stop_logs_its_last_partial_window(tmp_path):
+    """Stopped by --minutes after one step with log_every=4: that step's loss is logged, as log_every=1 logs it."""
+    budget = {"steps": 10_000, "save_every": 10_000, "minutes": 1e-9}
+    stopped = _regression_trainer(tmp_path / "four", log_every=4, **budget).train()
+    every_step = _regression_trainer(tmp_path / "one", log_every=1, **budget).train()
+    assert stopped.steps_done == every_step.steps_done == 1
+    assert _train_rows(stopped.metrics) == _train_rows(every_step.metrics) != []
+
+
+def test_an_early_stop_logs_its_last_partial_window(tmp_path):
+    """Early stopping at the step-2 evaluation with log_every=4: steps 1-2 are logged, once, before the stop."""
+    trainer = _regression_trainer(tmp_path, steps=10, log_every=4)
+    trainer.after_evaluation = lambda row: True
+    result = trainer.train()
+    assert result.stopped_early and [row["step"] for row in _train_rows(result.metrics)] == [2]
+
+
+def test_resume_loads_through_the_loader_that_matches_the_saver(tmp_path):
+    """A loop that saves its model its own way (here torch.save of the state dict) resumes through its own loader,
+    and trainer_state.pt loads with weights_only=True (no pickled code)."""
+
+    def save(m, path):
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(m.state_dict(), path / "weights.pt")
+
+    def load(m, path):
+        m.load_state_dict(torch.load(path / "weights.pt", weights_only=True))
+
+    whole = _regression_trainer(tmp_path / "whole", save=save, load=load)
+    whole.train()
+    killed = _regression_trainer(tmp_path / "killed", save=save, load=load)
+    while killed.step < 4:
+        killed.run_step()
+    resumed = _regression_trainer(tmp_path / "killed", save=save, load=load)
+    resumed.train(resume=True)
+    for a, b in zip(whole.model.state_dict().values(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    state = torch.load(tmp_path / "killed" / "checkpoint-6" / "trainer_state.pt", weights_only=True)
+    assert state["step"] == 6 and state["optimizer"]["state"]
+
+
+def test_a_custom_saver_without_a_loader_cannot_resume(tmp_path):
+    def save(m, path):
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(m.state_dict(), path / "weights.pt")
+
+    _regression_trainer(tmp_path, save=save, load=None).train()
+    with pytest.raises(ValueError, match="load_model"):
+        _regression_trainer(tmp_path, save=save, load=None).resume()
 
 
 def test_gradient_accumulation_matches_a_big_batch(tmp_path):

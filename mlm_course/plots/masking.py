@@ -1,0 +1,155 @@
+"""Figures of 03_masking: the mask grid, positions per sequence, measured rates, static vs dynamic masks."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from mlm_course.plots.style import OKABE_ITO, SERIES_COLORS, text_colour_on
+
+MASK_GRID_COLORS = {
+    -1: ("#bbbbbb", "special / padding"),
+    0: ("#ffffff", "not selected"),
+    1: (OKABE_ITO["blue"], "selected → [MASK]"),
+    2: (OKABE_ITO["vermillion"], "selected → random token"),
+    3: (OKABE_ITO["bluish green"], "selected → unchanged"),
+    4: (OKABE_ITO["reddish purple"], "selected (before replacement)"),
+}
+_GRID_CELL_IN, _GRID_MAX_WIDTH_IN = 0.7, 9.6  # cell and figure width (in); 9.6 + 2 × 0.1 in padding ≤ 10 in
+
+
+def _grid_texts(shown, original) -> tuple[list[list[str]], float]:
+    """Each cell's label ("shown" or "shown\n(original)") and a cell width (in) that fits the longest at 9 pt."""
+    texts = [[tok if original is None or original[r][c] == tok else f"{tok}\n({original[r][c]})"
+              for c, tok in enumerate(row)] for r, row in enumerate(shown)]
+    longest = max(len(line) for row in texts for text in row for line in text.split("\n"))
+    return texts, max(_GRID_CELL_IN, 0.068 * longest + 0.1)  # about 0.068 in a character at 9 pt, plus a margin
+
+
+def mask_grid(shown, codes, *, original=None, row_labels=None, title: str = "", max_columns: int | None = None) -> Figure:
+    """Rows of tokens (steps or samples) as coloured cells: grey special, white untouched, blue [MASK],
+    vermillion random, green unchanged, purple selected-but-not-yet-replaced (codes -1, 0, 1, 2, 3, 4: see
+    :func:`mlm_course.masking.display_codes`).
+
+    ``shown`` are the tokens the model sees; where ``original`` differs, the original is written under it.
+    Long sequences wrap into stacked panels of at most ``max_columns`` positions (default: as many as fit in a
+    9.6-inch figure at 9-pt text); cells widen to fit the longest label; text is black or white, whichever
+    contrasts more with its cell; the legend lists only the codes that appear.
+    """
+    import math
+
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    rows = len(shown)
+    if rows == 0 or len(codes) != rows or any(len(s) != len(c) for s, c in zip(shown, codes, strict=True)):
+        raise ValueError("pass one code per shown token, row by row (and at least one row).")
+    width = max(len(s) for s in shown)
+    grid = np.full((rows, width), -1, dtype=int)
+    for r, row in enumerate(codes):
+        grid[r, : len(row)] = [int(c) for c in row]
+    if not set(np.unique(grid)) <= set(MASK_GRID_COLORS):
+        raise ValueError(f"codes must be among {sorted(MASK_GRID_COLORS)}.")
+    labels = list(row_labels) if row_labels is not None else [str(r) for r in range(rows)]
+    label_in = 0.3 + 0.065 * max(len(s) for s in labels)  # row labels at 9 pt: about 0.065 in a character
+    texts, cell_in = _grid_texts(shown, original)
+    fit = max(1, int((_GRID_MAX_WIDTH_IN - label_in - 0.1) // cell_in))
+    if max_columns is not None and max_columns < 1:
+        raise ValueError(f"max_columns={max_columns}: use a positive number of positions per panel.")
+    per_panel = min(fit, max_columns or fit)
+    panels = math.ceil(width / per_panel)
+    per_panel = math.ceil(width / panels)  # balanced panels
+    cmap = ListedColormap([MASK_GRID_COLORS[k][0] for k in sorted(MASK_GRID_COLORS)])
+    fig_w = min(_GRID_MAX_WIDTH_IN, label_in + 0.1 + per_panel * cell_in)
+    fig, axes = plt.subplots(panels, 1, figsize=(fig_w, panels * (0.55 * rows + 0.6) + 1.2), squeeze=False,
+                             layout="constrained")
+    for ax, start in zip(axes[:, 0], range(0, width, per_panel), strict=True):
+        stop = min(start + per_panel, width)
+        _ = ax.imshow(grid[:, start:stop], cmap=cmap, vmin=-1.5, vmax=4.5, aspect="auto")
+        for r in range(rows):
+            for c in range(start, min(stop, len(shown[r]))):
+                _ = ax.text(c - start, r, texts[r][c], ha="center", va="center", fontsize=9,
+                            color=text_colour_on(MASK_GRID_COLORS[grid[r, c]][0]))
+        ax.set_xticks(np.arange(stop - start) - 0.5, minor=True)
+        ax.set_yticks(np.arange(rows) - 0.5, minor=True)
+        ax.grid(which="minor", color="black", linewidth=0.6)
+        ax.tick_params(which="minor", length=0)
+        ax.set_xticks(range(stop - start), [str(i) for i in range(start, stop)], fontsize=9)
+        ax.set_yticks(range(rows), labels, fontsize=9)
+    axes[-1, 0].set_xlabel("position")
+    present = set(np.unique(grid))
+    handles = [Patch(facecolor=col, edgecolor="black", label=name)
+               for code, (col, name) in MASK_GRID_COLORS.items() if code in present]
+    columns = max(1, min(3, len(handles), int(fig_w // 2.8)))  # a legend entry takes about 2.8 in at 9 pt
+    fig.legend(handles=handles, loc="outside lower center", ncol=columns, fontsize=9, frameon=False)
+    if title:
+        axes[0, 0].set_title(title)
+    return fig
+
+
+def masks_per_sequence_hist(counts: dict, *, title: str = "") -> Figure:
+    """Side-by-side bars: how many positions each scheme selects per sequence (``{scheme: counts per row}``)."""
+    import numpy as np
+
+    if not counts or any(len(v) == 0 for v in counts.values()):
+        raise ValueError("pass {scheme name: number of selected positions per sequence}, none empty.")
+    arrays = {name: np.asarray(v, dtype=int) for name, v in counts.items()}
+    top = max(int(a.max()) for a in arrays.values())
+    xs = np.arange(top + 1)
+    width = 0.8 / len(arrays)
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for i, (name, a) in enumerate(arrays.items()):
+        share = np.bincount(a, minlength=top + 1) / len(a)
+        _ = ax.bar(xs + (i - (len(arrays) - 1) / 2) * width, share, width, label=name,
+                   color=SERIES_COLORS[i % len(SERIES_COLORS)])
+    ax.set_xticks(xs)
+    ax.set_xlabel("selected positions in the sequence")
+    ax.set_ylabel("fraction of sequences")
+    ax.legend()
+    ax.set_title(title or "Positions selected per sequence")
+    fig.tight_layout()
+    return fig
+
+
+def rates_vs_targets(rates: dict, targets: dict, *, confidence: float = 0.999) -> Figure:
+    """Measured minus target, in percentage points, with the measurement's interval as an error bar.
+
+    ``rates``: ``{name: {"rate", "low", "high", ...}}`` (as :func:`mlm_course.mask_checks.measure_rates` returns);
+    ``targets``: ``{name: target rate}``. A bar crossing the zero line means the target is inside the interval.
+    """
+    import numpy as np
+
+    names = [n for n in rates if n in targets]
+    if not names:
+        raise ValueError("rates and targets share no name: use the keys of measure_rates(...), e.g. 'selected'.")
+    diff = np.array([100 * (rates[n]["rate"] - targets[n]) for n in names])
+    low = np.array([100 * (rates[n]["rate"] - rates[n]["low"]) for n in names])
+    high = np.array([100 * (rates[n]["high"] - rates[n]["rate"]) for n in names])
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    ys = np.arange(len(names))[::-1]
+    _ = ax.errorbar(diff, ys, xerr=np.vstack([low, high]), fmt="o", capsize=5, color=OKABE_ITO["blue"])
+    _ = ax.axvline(0, color="black", lw=1)
+    labels = [f"{n}: {100 * rates[n]['rate']:.2f} % (target {100 * targets[n]:g} %)" for n in names]
+    ax.set_yticks(ys, labels)
+    span = max(float(np.max(np.abs(diff) + np.maximum(low, high))), 0.05) * 1.3
+    ax.set_xlim(-span, span)
+    ax.set_xlabel(f"measured − target (percentage points), {100 * confidence:g} % interval")
+    ax.set_title("Measured rates against their targets")
+    fig.tight_layout()
+    return fig
+
+
+def distinct_masks_plot(epochs, curves: dict) -> Figure:
+    """Distinct masked versions of a sequence seen after each epoch, one line per strategy."""
+    if not curves or any(len(v) != len(epochs) for v in curves.values()):
+        raise ValueError("pass one value per epoch for every curve.")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for k, (name, values) in enumerate(curves.items()):
+        _ = ax.plot(list(epochs), list(values), marker="o", ms=3, label=name, color=SERIES_COLORS[k % len(SERIES_COLORS)])
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("distinct masks seen so far")
+    ax.legend()
+    ax.set_title("Static vs dynamic masking")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,93 @@
+"""Figures of 06_pretraining: loss and accuracy curves, fill-mask guesses, accuracy by frequency."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from mlm_course.plots.style import OKABE_ITO
+
+
+def _mark_stages(metrics: list[dict], axes) -> None:
+    for before, after in zip(metrics, metrics[1:], strict=False):
+        if after.get("stage", 1) != before.get("stage", 1):
+            for ax in axes:
+                ax.axvline(before["step"], color="black", ls=":", lw=1)
+            axes[0].annotate(f"stage {after['stage']}", (before["step"], 0), xycoords=("data", "axes fraction"),
+                             xytext=(3, 4), textcoords="offset points", fontsize=9)
+
+
+def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, copying: dict | None = None,
+                       title: str = "") -> Figure:
+    """Training loss (per log interval) and held-out loss / top-1 / top-5 by step, with the unigram baseline
+    (``baseline``) and the unigram-plus-copying one (``copying``, :func:`mlm_course.pretraining.copying_baseline`).
+
+    Rows with a ``stage`` number (joined runs of continued pretraining) get a dotted line where each later stage starts.
+    """
+    train = [m for m in metrics if m["split"] == "train"]
+    evals = [m for m in metrics if m["split"] == "eval"]
+    blue, orange = OKABE_ITO["blue"], OKABE_ITO["orange"]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    _mark_stages(metrics, (ax_loss, ax_acc))
+    ax_loss.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, alpha=0.7, color=OKABE_ITO["sky blue"],
+                 label="training batches (mean per log interval)")
+    ax_loss.plot([m["step"] for m in evals], [m["loss"] for m in evals], "o-", ms=4, color=blue,
+                 label="held-out set (frozen masks)")
+    for metric, style, color in (("top1", "o-", blue), ("top5", "s-", orange)):
+        ax_acc.plot([m["step"] for m in evals], [m[metric] for m in evals], style, ms=4, color=color,
+                    label=f"model {metric}")
+    for name, row, style in (("unigram", baseline, "--"), ("unigram + copying", copying, ":")):
+        if row is None:
+            continue
+        ax_loss.axhline(row["loss"], color="black", ls=style, lw=1.2, label=f"{name} ({row['loss']:.2f})")
+        for metric, color in (("top1", blue), ("top5", orange)):
+            ax_acc.axhline(row[metric], color=color, ls=style, lw=1, label=f"{name} {metric}")
+    ax_loss.set(xlabel="optimiser step", ylabel="masked-token cross-entropy (nats)", title=title or "loss")
+    ax_acc.set(xlabel="optimiser step", ylabel="held-out accuracy on masked tokens", title="accuracy", ylim=(0, None))
+    ax_loss.legend(fontsize=9, loc="upper right")
+    ax_acc.legend(fontsize=9, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *, columns: int = 3) -> Figure:
+    """One small bar chart per sentence: the top-k guesses and their probabilities; accepted answers in green."""
+    import textwrap
+
+    n_rows = -(-len(rows) // columns)
+    fig, axes = plt.subplots(n_rows, columns, figsize=(3.3 * columns, 2.3 * n_rows), squeeze=False)
+    for ax, (text, guesses, answers) in zip(axes.flat, rows, strict=False):
+        tokens = [t for t, _ in guesses][::-1]
+        probs = [p for _, p in guesses][::-1]
+        ax.barh(tokens, probs, color=[OKABE_ITO["bluish green"] if t in answers else "#999999" for t in tokens])
+        ax.set_title(textwrap.fill(text, 30), fontsize=9)
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("probability", fontsize=9)
+        ax.tick_params(labelsize=9)
+    for ax in axes.flat[len(rows):]:
+        ax.axis("off")
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_by_frequency(buckets: list[dict], *, title: str = "") -> Figure:
+    """Top-1 accuracy of the model and of unigram frequencies, per training-frequency bucket of the true token,
+    with 95 % Wilson intervals over the bucket's tokens."""
+    from mlm_course.masking import binomial_interval
+
+    x = range(len(buckets))
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    for offset, key, name, color in ((-0.2, "model_top1", "model", OKABE_ITO["blue"]),
+                                     (0.2, "unigram_top1", "unigram frequencies", OKABE_ITO["orange"])):
+        values = [b[key] for b in buckets]
+        spans = [binomial_interval(round(b[key] * b["tokens"]), b["tokens"], 0.95) if b["tokens"] else (0.0, 0.0)
+                 for b in buckets]
+        errors = [[max(0.0, v - low) for v, (low, _) in zip(values, spans, strict=True)],
+                  [max(0.0, high - v) for v, (_, high) in zip(values, spans, strict=True)]]
+        ax.bar([i + offset for i in x], values, width=0.4, label=name, color=color, yerr=errors, capsize=3)
+    ax.set_xticks(list(x), [f"{b['bucket']}\n({b['tokens']:,} tokens)" for b in buckets], fontsize=9)
+    ax.set(xlabel="true token's share of all training tokens", ylabel="top-1 accuracy (95 % interval)",
+           title=title or "which masked tokens the model gets right", ylim=(0, 1))
+    ax.legend(fontsize=9)
+    fig.tight_layout()
+    return fig

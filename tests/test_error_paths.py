@@ -1,0 +1,95 @@
+"""Error paths a learner can reach: each raises a ValueError whose sentence says what to change."""
+
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from mlm_course import cli, masking
+from mlm_course.mask_checks import count_distinct_masks
+from mlm_course.training import TrainConfig, TrainLoop
+from mlm_course.whole_word import word_starts
+
+# ---- resuming into a model that does not fit the checkpoint -----------------------------------------------------
+
+VOCAB = 50
+
+
+def _bert(**overrides) -> BertForMaskedLM:
+    torch.manual_seed(0)
+    values = dict(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                  max_position_embeddings=16, pad_token_id=0)
+    return BertForMaskedLM(BertConfig(**{**values, **overrides}))
+
+
+def _loop(model, out_dir) -> TrainLoop:
+    config = TrainConfig(steps=2, batch_size=2, lr=1e-3, warmup=0, save_every=1, eval_every=10, log_every=1,
+                         device="cpu")
+    ids = torch.randint(1, VOCAB, (2, 8), generator=torch.Generator().manual_seed(0))
+    return TrainLoop(model, config, batch_for_step=lambda step, slot: {"input_ids": ids, "labels": ids},
+                     compute_loss=lambda m, batch: (m(**batch).loss, {}), out_dir=out_dir, progress=False)
+
+
+@pytest.fixture(scope="module")
+def checkpointed_run(tmp_path_factory):
+    """A finished 2-step run of a 1-layer, hidden-16 BERT with its checkpoints."""
+    out = tmp_path_factory.mktemp("run")
+    _loop(_bert(), out).train()
+    return out
+
+
+def test_resume_into_the_same_model_works(checkpointed_run):
+    loop = _loop(_bert(), checkpointed_run)
+    assert loop.resume() and loop.step == 2
+
+
+def test_resume_into_a_deeper_model_says_the_checkpoint_does_not_fit(checkpointed_run):
+    with pytest.raises(ValueError, match="does not fit this model .* use the configuration it was trained with"):
+        _loop(_bert(num_hidden_layers=2), checkpointed_run).resume()
+
+
+def test_resume_into_a_wider_model_says_the_checkpoint_does_not_fit(checkpointed_run):
+    with pytest.raises(ValueError, match="does not fit this model .other shapes .'bert.embeddings"):
+        _loop(_bert(hidden_size=24, num_attention_heads=2), checkpointed_run).resume()
+
+
+# ---- masking ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(8,), (2, 3, 4)])
+def test_select_positions_needs_a_2d_batch(shape):
+    with pytest.raises(ValueError, match=r"must be 2-D \(batch, length\)"):
+        masking.select_positions(torch.ones(shape, dtype=torch.bool), rate=0.15)
+
+
+def test_word_starts_takes_word_ids_or_continuation_not_both():
+    maskable = torch.ones(1, 4, dtype=torch.bool)
+    with pytest.raises(ValueError, match="either word_ids or continuation, not both"):
+        word_starts(maskable, word_ids=torch.tensor([[0, 0, 1, 2]]), continuation=torch.tensor([[0, 1, 0, 0]]))
+
+
+def test_replacement_ids_refuses_a_vocabulary_of_only_special_ids():
+    with pytest.raises(ValueError, match="every id of the vocabulary is special"):
+        masking.replacement_ids(3, special_ids=[0, 1, 2])
+    assert masking.replacement_ids(3, special_ids=[0, 1]).tolist() == [2]  # one ordinary id is enough
+
+
+def test_binomial_interval_needs_trials():
+    with pytest.raises(ValueError, match="trials must be positive"):
+        masking.binomial_interval(0, 0)
+
+
+def test_count_distinct_masks_of_no_batches():
+    with pytest.raises(ValueError, match="batches is empty"):
+        count_distinct_masks([])
+
+
+# ---- the command line: every command is in the top-level help -----------------------------------------------------
+
+
+def test_top_level_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("pretrain", "finetune", "fill-mask"):
+        assert command in out, f"{command} is missing from `mlm-course --help`"
