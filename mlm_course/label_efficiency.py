@@ -13,6 +13,7 @@ steps, 10 % warm-up, ten dev evaluations per run, the best dev accuracy kept. A 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -33,6 +34,9 @@ MODELS = {"random": ("random:course", 5e-4, 600, 2), "course": ("course", 5e-4, 
 MIN_STEPS = 600
 DEV_EXAMPLES = 400  # dev examples used for model selection (the whole word-order dev split)
 COLLAPSE_SHARE = 0.95
+#: the course checkpoint's PLL scores (:func:`mlm_course.word_order.pll_features`) + logistic regression; no fine-tuning
+PLL_PROBE = "course_pll"
+LINEAR_MODELS = ("bow", PLL_PROBE)  # fitted in closed form, not fine-tuned: never counted as collapsed runs
 PRECISION = "fp32"  # the same numbers on every CPU (auto would pick bf16 where the CPU has it)
 
 
@@ -114,8 +118,11 @@ def run_one(task: str, model: str, budget: int | None, seed: int, *, source: str
         raise ValueError(f"recipe_name={recipe_name!r}: use 'balanced' or 'before'")
     train, dev, test = _examples(task, budget, seed, recipe_name == "balanced", quick)
     start = time.perf_counter()
-    if model == "bow":
-        return _bow_row(task, budget, seed, (train, dev, test), recipe_name, start)
+    if model in LINEAR_MODELS:
+        out = _bow(train, dev, test) if model == "bow" else _pll_probe(task, train, dev, test)
+        return _row(task, model, budget, seed, out["test_predictions"], test[1], out["dev"]["accuracy"],
+                    {"recipe": recipe_name, "n_train": len(train[1]), "C": out["C"],
+                     "seconds": round(time.perf_counter() - start, 1)})
     name, lr, min_steps, epochs = MODELS.get(model, (source, 5e-4, MIN_STEPS, 2))
     if name is None:
         raise ValueError(f"model={model!r}: use one of {', '.join([*MODELS, 'bow'])}, or pass source=<folder>")
@@ -132,17 +139,30 @@ def run_one(task: str, model: str, budget: int | None, seed: int, *, source: str
                  "lr": lr, "batch_size": config.batch_size, "seconds": round(time.perf_counter() - start, 1)})
 
 
-def _bow_row(task, budget, seed, splits, recipe_name, start) -> dict:
+def _bow(train, dev, test) -> dict:
     """A unigram bag of words (words only: on word order it is at chance by construction), C chosen on dev."""
-    train, dev, test = (SimpleNamespace(texts=texts, labels=labels) for texts, labels in splits)
-    out = finetune.bag_of_words_baseline(train, dev, test, cs=(0.25, 1, 4, 16), ngram_range=(1, 1))
-    (_, false_positive), (_, true_positive) = out["test"]["confusion"]
-    share = (false_positive + true_positive) / out["test"]["examples"]
-    return {"task": task, "model": "bow", "budget": budget, "seed": seed,
-            "test_accuracy": round(out["test"]["accuracy"], 4), "dev_accuracy": round(out["dev"]["accuracy"], 4),
-            "predicted_positive_share": round(share, 4), "collapsed": max(share, 1 - share) >= COLLAPSE_SHARE,
-            "recipe": recipe_name, "n_train": len(train.labels), "C": out["C"],
-            "seconds": round(time.perf_counter() - start, 1)}
+    splits = (SimpleNamespace(texts=texts, labels=labels) for texts, labels in (train, dev, test))
+    return finetune.bag_of_words_baseline(*splits, cs=(0.25, 1, 4, 16), ngram_range=(1, 1))
+
+
+@functools.lru_cache(maxsize=1)
+def _pll_table() -> dict[str, list[float]]:
+    """The course checkpoint's PLL features of every word-order sentence (all splits; ≈ 2 CPU-minutes, once)."""
+    model, tokenizer = models.load_mlm("course")
+    texts = sorted({text for name in word_order.SPLITS for text in word_order.split(name).texts})
+    return dict(zip(texts, word_order.pll_features(model, tokenizer, texts), strict=True))
+
+
+def _pll_probe(task, train, dev, test) -> dict:
+    """Logistic regression on the course checkpoint's PLL features (standardised on train), C chosen on dev."""
+    if task != "word_order":
+        raise ValueError(f"{PLL_PROBE} is defined for word_order only, not {task!r}")
+    table = _pll_table()
+    x = [torch.tensor([table[text] for text in texts]) for texts, _ in (train, dev, test)]
+    mean, std = x[0].mean(0), x[0].std(0).clamp_min(1e-6)
+    x = [((features - mean) / std).numpy() for features in x]
+    return finetune.logistic_regression_on_dev((x[0], train[1]), (x[1], dev[1]), (x[2], test[1]),
+                                               cs=(0.01, 0.1, 1, 10, 100))
 
 
 def read_results(path: str | Path) -> dict:
@@ -176,6 +196,46 @@ def run_grid(path: str | Path, *, tasks=TASKS, models=(*MODELS, "bow"), budgets=
     return rows
 
 
+def merge_results(documents: list[dict]) -> dict:
+    """One results document from several (grids run in parallel): rows, commands and the zero-shot table.
+
+    Raises ValueError when two documents hold the same (task, model, budget, seed, recipe) run.
+    """
+    merged: dict = {"rows": [], "commands": []}
+    seen: set[tuple] = set()
+    for document in documents:
+        for row in document.get("rows", []):
+            key = (row["task"], row["model"], row["budget"], row["seed"], row.get("recipe", "balanced"))
+            if key in seen:
+                raise ValueError(f"run {key} appears in two result files: keep one of them")
+            seen.add(key)
+            merged["rows"].append(row)
+        merged["commands"] += document.get("commands", [])
+        for key in ("zero_shot", "zero_shot_command"):
+            if key in document:
+                merged[key] = document[key]
+        merged["quick"] = merged.get("quick", False) or document.get("quick", False)
+    return merged
+
+
+def describe_run(folder: str | Path) -> dict:
+    """What a pretraining run folder says about itself: steps, seconds, held-out loss, and its training settings."""
+    results = json.loads((Path(folder) / "results.json").read_text())
+    keep = ("steps", "tokens_seen", "seconds", "heldout", "unigram_baseline", "train_config", "machine")
+    return {"folder": str(folder), **{key: results[key] for key in keep if key in results}}
+
+
+def review_masked_lm_loss(name_or_folder: str | Path, seq_len: int = 128) -> dict[str, float]:
+    """Masked-LM loss, top-1 and top-5 of a checkpoint on the sentiment **dev** sentences (text no run trained on),
+    packed into ``seq_len`` blocks with the frozen evaluation masks: how well it models movie-review language."""
+    from . import pretraining
+
+    model, tokenizer = models.load_mlm(str(name_or_folder))
+    blocks = pretraining.pack_blocks(corpus.sentiment("dev").texts, tokenizer, seq_len)
+    batches = pretraining.frozen_eval_batches(blocks, tokenizer, pretraining.MaskSpec())
+    return pretraining.evaluate_masked_lm(model, batches)
+
+
 def zero_shot_models(seed: int = 0) -> dict:
     """(masked-LM, tokenizer) for the zero-shot comparison: the course checkpoint, the same architecture with
     random weights, and MiniLM (whose MLM head is newly initialised) when its package is installed."""
@@ -193,12 +253,12 @@ def zero_shot_models(seed: int = 0) -> dict:
 def collapse_counts(rows: list[dict]) -> dict[str, dict[str, int]]:
     """Per recipe: how many fine-tuned runs predicted one class for ≥ 95 % of the test set, out of how many.
 
-    Bag-of-words rows are left out: on word order it gives both versions of a sentence the same label by
-    construction, so its one-class predictions are not a failure of the recipe.
+    The linear rows (:data:`LINEAR_MODELS`) are left out: they are not fine-tuned, and on word order a bag of words
+    gives both versions of a sentence the same label by construction, which is no failure of the recipe.
     """
     counts: dict[str, dict[str, int]] = {}
     for row in rows:
-        if row["model"] != "bow":
+        if row["model"] not in LINEAR_MODELS:
             entry = counts.setdefault(row.get("recipe", "balanced"), {"collapsed": 0, "runs": 0})
             entry["collapsed"] += bool(row["collapsed"])
             entry["runs"] += 1
@@ -227,3 +287,48 @@ def _over_seeds(runs: list[dict]) -> dict:
     half = stats.t.ppf(0.975, n - 1) * se if n > 1 else float("nan")
     return {"mean": m, "se": se, "low": m - half, "high": m + half, "runs": n,
             "collapsed": sum(bool(r["collapsed"]) for r in runs)}
+
+
+def summary_table(summary: dict[str, list[dict]]) -> str:
+    """:func:`summarise`'s output as text: one row per model, one column per label budget, each cell the mean test
+    accuracy ± the half-width of its 95 % t-interval, ``*k`` when k of its runs collapsed to one class."""
+    budgets = sorted({(e["budget"] is None, e["n_train"]) for entries in summary.values() for e in entries})
+    heads = [f"all {n:,}" if every else f"{n:,}" for every, n in budgets]
+    lines = [f"{'model':<8}" + "".join(f"{h:>16}" for h in heads)]
+    for model, entries in summary.items():
+        by_budget = {(e["budget"] is None, e["n_train"]): e for e in entries}
+        cells = []
+        for key in budgets:
+            e = by_budget.get(key)
+            cell = "" if e is None else f"{e['mean']:.1%} ±{(e['high'] - e['mean']) * 100:.1f}"
+            cells.append(cell + (f" *{e['collapsed']}" if e and e["collapsed"] else ""))
+        lines.append(f"{model:<8}" + "".join(f"{c:>16}" for c in cells))
+    return "\n".join(lines)
+
+
+def collapse_table(rows: list[dict]) -> str:
+    """Per recipe, task and model: runs that predicted one class for ≥ 95 % of the test set, the optimiser steps
+    those runs had taken and their best dev accuracy (the linear rows left out, see :func:`collapse_counts`)."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        if row["model"] not in LINEAR_MODELS:
+            groups.setdefault((row.get("recipe", "balanced"), row["task"], row["model"]), []).append(row)
+    span = lambda xs, fmt: "–" if not xs else fmt(xs[0]) if xs[0] == xs[-1] else f"{fmt(xs[0])}–{fmt(xs[-1])}"  # noqa: E731
+    lines = [f"{'recipe':<10}{'task':<12}{'model':<8}{'collapsed':>12}   {'their steps':<13}their best dev accuracy"]
+    for (recipe_name, task, model), runs in groups.items():
+        collapsed = [r for r in runs if r["collapsed"]]
+        steps = span(sorted(r["steps"] for r in collapsed), str)
+        dev = span(sorted(r["dev_accuracy"] for r in collapsed), lambda a: f"{a:.1%}")
+        lines.append(f"{recipe_name:<10}{task:<12}{model:<8}{len(collapsed):>5} of {len(runs):<4}   {steps:<13}{dev}")
+    return "\n".join(lines)
+
+
+def differences(rows: list[dict], task: str, model: str, baseline: str) -> dict[int | None, tuple[float, float]]:
+    """Per label budget both have run: (mean test accuracy of ``model`` − that of ``baseline``, the combined standard
+    error √(se₁² + se₂²)) — a gap larger than twice the combined error is unlikely to be seed noise."""
+    summary = summarise(rows, task)
+    if model not in summary or baseline not in summary:
+        raise ValueError(f"no {task} runs of {model!r} or of {baseline!r} in these rows")
+    theirs = {e["budget"]: e for e in summary[baseline]}
+    return {e["budget"]: (e["mean"] - theirs[e["budget"]]["mean"], math.hypot(e["se"], theirs[e["budget"]]["se"]))
+            for e in summary[model] if e["budget"] in theirs}

@@ -36,6 +36,7 @@ class Settings:
     finetune_steps: int
     finetune_train_examples: int | None
     finetune_eval_examples: int | None
+    word_order_pairs: int | None  # word-order test pairs scored live by zero-shot PLL (None = all 300)
     # 08_ablations
     ablation_budget: str  # the budget of mlm_course.ablations.BUDGETS that notebook 08 re-runs live
 
@@ -54,6 +55,7 @@ class Settings:
             finetune_steps=300,
             finetune_train_examples=None,
             finetune_eval_examples=None,
+            word_order_pairs=None,
             ablation_budget="cpu",
         )
 
@@ -73,6 +75,7 @@ class Settings:
             finetune_steps=12,
             finetune_train_examples=256,
             finetune_eval_examples=128,
+            word_order_pairs=30,
             ablation_budget="quick",
         )
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from . import corpus
 from .masking import binomial_interval
-from .objective import compare_pairs
+from .objective import compare_pairs, pseudo_log_likelihood
 
 SPLITS = ("train", "dev", "test")
 SPLIT_SENTENCES = {"test": 300, "dev": 200}  # sentences per split; "train" takes the rest (each gives 2 examples)
@@ -118,4 +118,16 @@ def zero_shot(model, tokenizer, pairs: list[tuple[str, str]], confidence: float 
     return {"accuracy": wins / len(pairs), "low": low, "high": high, "pairs": len(pairs), "wins": wins}
 
 
-__all__ = ["WordOrderSplit", "heldout_sentences", "corrupt", "split", "zero_shot", "SPLITS", "SPLIT_SENTENCES"]
+def pll_features(model, tokenizer, texts: list[str]) -> list[list[float]]:
+    """Per sentence, from the masked LM's pseudo-log-likelihood without any fine-tuning: [mean log-probability per
+    token, the lowest, the second lowest] (nats). A swap or shuffle leaves a few tokens that fit badly, so the lowest
+    ones carry the signal; unlike :func:`zero_shot` there is no reference copy to compare with."""
+    rows = []
+    for text in texts:
+        log_probs = pseudo_log_likelihood(model, tokenizer, text).log_probs.sort().values
+        second = log_probs[1] if len(log_probs) > 1 else log_probs[0]
+        rows.append([float(log_probs.mean()), float(log_probs[0]), float(second)])
+    return rows
+
+
+__all__ = ["WordOrderSplit", "heldout_sentences", "corrupt", "split", "zero_shot", "pll_features", "SPLITS", "SPLIT_SENTENCES"]

@@ -83,3 +83,84 @@ def test_collapse_counts_are_per_recipe_and_leave_out_bag_of_words():
             {"model": "random", "recipe": "balanced", "collapsed": False},
             {"model": "bow", "recipe": "balanced", "collapsed": True}]
     assert le.collapse_counts(rows) == {"before": {"collapsed": 1, "runs": 2}, "balanced": {"collapsed": 0, "runs": 1}}
+
+
+def _row(model="course", budget=50, seed=0, recipe="balanced"):
+    return {"task": "word_order", "model": model, "budget": budget, "seed": seed, "recipe": recipe}
+
+
+def test_merge_keeps_every_row_command_and_the_zero_shot_table_once():
+    a = {"rows": [_row(seed=0)], "commands": ["grid a"], "zero_shot": {"course": {"accuracy": 0.96}}, "quick": False}
+    b = {"rows": [_row(seed=1), _row(seed=1, recipe="before")], "commands": ["grid b"]}
+    merged = le.merge_results([a, b])
+    assert [(r["seed"], r["recipe"]) for r in merged["rows"]] == [(0, "balanced"), (1, "balanced"), (1, "before")]
+    assert merged["commands"] == ["grid a", "grid b"]
+    assert merged["zero_shot"] == {"course": {"accuracy": 0.96}} and merged["quick"] is False
+    with pytest.raises(ValueError, match="appears in two result files"):
+        le.merge_results([a, {"rows": [_row(seed=0)]}])
+
+
+def test_describe_run_reads_a_pretraining_folder(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps(
+        {"steps": 1000, "seconds": 429.0, "heldout": {"loss": 4.12}, "train_config": {"lr": 5e-4}, "parameters": {}}))
+    described = le.describe_run(tmp_path)
+    assert described == {"folder": str(tmp_path), "steps": 1000, "seconds": 429.0, "heldout": {"loss": 4.12},
+                         "train_config": {"lr": 5e-4}}
+
+
+def test_review_loss_of_the_course_checkpoint_is_far_below_chance_on_review_text():
+    scores = le.review_masked_lm_loss("course")
+    assert scores["loss"] < math.log(8192) - 3  # chance: ln(vocabulary size) = 9.01 nats
+    assert 0 < scores["top1"] <= scores["top5"] < 1
+    from mlm_course import corpus, pretraining, tokenization
+
+    blocks = pretraining.pack_blocks(corpus.sentiment("dev").texts, tokenization.course_tokenizer(), 128)
+    content = blocks.numel() - 2 * len(blocks)  # [CLS] and [SEP] are never masked
+    bound = 4 * math.sqrt(content * 0.15 * 0.85)  # Bernoulli(0.15) count: 4 standard deviations
+    assert abs(scores["tokens"] - 0.15 * content) < bound
+
+
+def test_summary_table_shows_mean_half_width_and_collapses_per_budget():
+    rows = [{"task": "t", "model": "m", "budget": b, "n_train": n, "seed": s, "test_accuracy": a,
+             "collapsed": a == 0.5} for b, n in ((50, 50), (None, 2180)) for s, a in enumerate([0.6, 0.7, 0.5])]
+    table = le.summary_table(le.summarise(rows, "t")).splitlines()
+    assert table[0].split() == ["model", "50", "all", "2,180"]
+    half = 4.302653 * 0.1 / math.sqrt(3) * 100  # t(0.975, 2) × se, in points
+    assert table[1].split() == ["m", "60.0%", f"±{half:.1f}", "*1", "60.0%", f"±{half:.1f}", "*1"]
+
+
+def test_collapse_table_counts_per_recipe_task_and_model_with_the_steps_taken():
+    rows = [{"task": "sentiment", "model": "random", "recipe": "before", "collapsed": c, "steps": s, "dev_accuracy": d}
+            for c, s, d in ((True, 4, 0.5), (True, 8, 0.5125), (False, 64, 0.6))]
+    rows.append({"task": "sentiment", "model": "bow", "recipe": "before", "collapsed": True, "steps": 0})
+    lines = le.collapse_table(rows).splitlines()
+    assert len(lines) == 2
+    assert lines[1].split() == ["before", "sentiment", "random", "2", "of", "3", "4–8", "50.0%–51.2%"]
+
+
+def test_the_pll_probe_is_a_logistic_regression_on_the_features_and_only_for_word_order(monkeypatch):
+    from mlm_course import word_order
+
+    splits = [word_order.split(name) for name in word_order.SPLITS]
+    texts = {t: y for d in splits for t, y in zip(d.texts, d.labels, strict=True)}
+    # stand-in features: the label itself sits in the lowest-log-prob column, the others are noise
+    table = {t: [(len(t) % 7) / 7, -5.0 + 4 * y, -1.0] for t, y in texts.items()}
+    monkeypatch.setattr(le, "_pll_table", lambda: table)
+    row = le.run_one("word_order", le.PLL_PROBE, 50, seed=0, quick=True)
+    assert row["test_accuracy"] == 1.0 and row["n_train"] == 50 and not row["collapsed"]
+    assert le.collapse_counts([row]) == {}  # a linear row is never counted as a collapsed fine-tuning run
+    with pytest.raises(ValueError, match="word_order only"):
+        le.run_one("sentiment", le.PLL_PROBE, 50, seed=0, quick=True)
+
+
+def test_differences_are_gaps_of_means_with_the_combined_standard_error():
+    rows = [{"task": "t", "model": m, "budget": b, "n_train": b, "seed": s, "test_accuracy": a, "collapsed": False}
+            for m, accs in (("course", (0.6, 0.7, 0.5)), ("random", (0.5, 0.5, 0.53))) for b in (50,)
+            for s, a in enumerate(accs)]
+    rows.append({"task": "t", "model": "course", "budget": 100, "n_train": 100, "seed": 0, "test_accuracy": 0.9,
+                 "collapsed": False})  # a budget the baseline lacks is left out
+    (budget, (gap, se)), = le.differences(rows, "t", "course", "random").items()
+    # means 0.6 and 0.51; sample sds 0.1 and √0.0003; se = √(0.01/3 + 0.0003/3)
+    assert budget == 50 and gap == pytest.approx(0.09) and se == pytest.approx(math.sqrt(0.0103 / 3))
+    with pytest.raises(ValueError, match="no t runs"):
+        le.differences(rows, "t", "course", "minilm")

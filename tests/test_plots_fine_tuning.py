@@ -93,6 +93,7 @@ def test_label_efficiency_curves_draw_one_line_per_model_with_intervals():
                                         title="word order")
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_xlim()[1] > 2000
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["50", "1,000", "2,000"]  # the budgets, as numbers
     lines = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
     assert sorted(len(line.get_xdata()) for line in lines) == [3, 3]  # one line of three budgets per model
     assert any("zero-shot" in text.get_text() and "90.0%" in text.get_text() for text in ax.texts)

@@ -215,3 +215,30 @@ multiple_choice(
         "d": "every model is chosen on dev and test is scored once (section 5), the same rule for all rows.",
     },
 )
+
+# ---- 07.6: explain why MiniLM is at chance on zero-shot word order ----------------------------------------------------
+multiple_choice(
+    "07.6",
+    "Zero-shot, the course checkpoint gives the real sentence the higher pseudo-log-likelihood in 96.0 % of the word-"
+    "order test pairs; MiniLM-L6, a far stronger encoder, in 47.0 % (95 % interval 41.4-52.6 %). Why is MiniLM at "
+    "chance?",
+    {
+        "a": "Because MiniLM never read Austen or Wikipedia, so this English is foreign to it.",
+        "b": "Because the package ships MiniLM's encoder without a masked-LM head (it was distilled and then trained "
+             "contrastively, with no word-prediction head to keep), so the head that turns hidden states into word "
+             "probabilities is newly initialised: random. Every PLL is then noise, however good the encoder is.",
+        "c": "Because PLL is biased towards short sentences, and MiniLM's tokenizer cuts the corrupted copies into "
+             "fewer pieces.",
+        "d": "Because a 6-layer model is too shallow to represent word order.",
+    },
+    "b",
+    {
+        "a": "MiniLM's training text (its teacher's pretraining corpus, then about 1 B sentence pairs) is far larger "
+             "than ours and covers this English; and the fine-tuned rows show its encoder is strong. Ask what turns "
+             "its hidden states into the word probabilities that PLL adds up.",
+        "c": "a swap or a shuffle moves words without changing them, so both versions of a sentence have exactly the "
+             "same tokens and the same length: PLL compares like with like here.",
+        "d": "the course checkpoint has 2 layers and reaches 96.0 %. Depth is not the problem; look at the loading "
+             "report: which weights were missing?",
+    },
+)
