@@ -125,7 +125,7 @@ def run_one(task: str, model: str, budget: int | None, seed: int, *, source: str
                      "seconds": round(time.perf_counter() - start, 1)})
     name, lr, min_steps, epochs = MODELS.get(model, (source, 5e-4, MIN_STEPS, 2))
     if name is None:
-        raise ValueError(f"model={model!r}: use one of {', '.join([*MODELS, 'bow'])}, or pass source=<folder>")
+        raise ValueError(f"model={model!r}: use one of {', '.join([*MODELS, *LINEAR_MODELS])}, or pass source=<folder>")
     net, tokenizer = finetune.load_classifier(name, seed=seed)
     encoded = [finetune.encode(tokenizer, *split) for split in (train, dev, test)]
     max_steps = 20 if quick else None
@@ -147,7 +147,7 @@ def _bow(train, dev, test) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _pll_table() -> dict[str, list[float]]:
-    """The course checkpoint's PLL features of every word-order sentence (all splits; ≈ 2 CPU-minutes, once)."""
+    """The course checkpoint's PLL features of every word-order sentence (all splits; computed once per process)."""
     model, tokenizer = models.load_mlm("course")
     texts = sorted({text for name in word_order.SPLITS for text in word_order.split(name).texts})
     return dict(zip(texts, word_order.pll_features(model, tokenizer, texts), strict=True))

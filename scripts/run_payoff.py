@@ -1,9 +1,10 @@
-"""What pretraining buys (notebook 07's last section): zero-shot word order, label-efficiency grids, resumable.
+"""What pretraining buys (notebook 07, section 7): zero-shot word order, label-efficiency grids, resumable.
 
     .venv/bin/python scripts/run_payoff.py zero-shot                  # PLL(real) > PLL(corrupted) per model
     .venv/bin/python scripts/run_payoff.py grid --recipe before       # the first comparison's settings (collapses)
     .venv/bin/python scripts/run_payoff.py grid                       # the fixed recipe: every task, model, budget
     .venv/bin/python scripts/run_payoff.py grid --models dapt --tasks sentiment --source dapt=runs/dapt
+    .venv/bin/python scripts/run_payoff.py grid --models course_pll --tasks word_order   # PLL numbers + regression
     .venv/bin/python scripts/run_payoff.py merge a.json b.json --dapt runs/dapt   # grids run in parallel, one file
 
 Everything lands in notebooks/results/pretraining_payoff.json (``--out`` elsewhere); a killed grid resumes where it

@@ -44,14 +44,20 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-def fail_forward(model):
-    """Make every forward pass of ``model`` raise (as an out-of-memory error would); returns the list that records
-    whether the model was in train mode at each attempted forward pass."""
-    seen = []
 
-    def fail(module, args, kwargs):
-        seen.append(module.training)
-        raise RuntimeError("simulated out of memory")
+@pytest.fixture
+def fail_forward():
+    """``fail_forward(model)`` makes every forward pass of ``model`` raise (as an out-of-memory error would) and
+    returns the list recording whether the model was in train mode at each attempted forward pass."""
 
-    model.register_forward_pre_hook(fail, with_kwargs=True)
-    return seen
+    def apply(model):
+        seen = []
+
+        def fail(module, args, kwargs):
+            seen.append(module.training)
+            raise RuntimeError("simulated out of memory")
+
+        model.register_forward_pre_hook(fail, with_kwargs=True)
+        return seen
+
+    return apply

@@ -164,3 +164,8 @@ def test_differences_are_gaps_of_means_with_the_combined_standard_error():
     assert budget == 50 and gap == pytest.approx(0.09) and se == pytest.approx(math.sqrt(0.0103 / 3))
     with pytest.raises(ValueError, match="no t runs"):
         le.differences(rows, "t", "course", "minilm")
+
+
+def test_an_unknown_model_without_a_source_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="model='nope': use one of random, course, minilm, bow, course_pll"):
+        le.run_one("word_order", "nope", 50, seed=0, quick=True)

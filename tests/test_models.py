@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from conftest import fail_forward
 from transformers import AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertModel
 
 from mlm_course import models
@@ -70,7 +69,7 @@ def test_fill_mask_returns_sorted_probabilities_from_the_softmax(tiny_model, ber
     assert [p for _, p in result[0]] == pytest.approx(top.values.tolist(), rel=1e-5)
 
 
-def test_fill_mask_restores_training_mode_when_the_forward_pass_fails(tiny_model, bert_tok):
+def test_fill_mask_restores_training_mode_when_the_forward_pass_fails(tiny_model, bert_tok, fail_forward):
     model = tiny_model().train()
     seen = fail_forward(model)
     with pytest.raises(RuntimeError, match="simulated"):

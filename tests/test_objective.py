@@ -5,7 +5,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import fail_forward
 from transformers import BertConfig, BertForMaskedLM
 
 from mlm_course import corpus, masking, models, objective, pretraining, tokenization
@@ -276,7 +275,7 @@ def _scorers(course_tok):
 
 
 @pytest.mark.parametrize("scorer", ["pll", "pll_naive", "by_action"])
-def test_scoring_restores_training_mode_when_the_forward_pass_fails(course_tok, scorer):
+def test_scoring_restores_training_mode_when_the_forward_pass_fails(course_tok, scorer, fail_forward):
     """A forward pass that raises (out of memory, say) must not leave a training model in eval mode."""
     model = models.build_model("tiny", course_tok, seed=0, max_length=64, **SMALL).train()
     seen = fail_forward(model)
