@@ -165,6 +165,11 @@ def _pll_probe(task, train, dev, test) -> dict:
                                                cs=(0.01, 0.1, 1, 10, 100))
 
 
+def run_key(row: dict) -> tuple:
+    """What identifies a run: (task, model, budget, seed, recipe)."""
+    return row["task"], row["model"], row["budget"], row["seed"], row.get("recipe", "balanced")
+
+
 def read_results(path: str | Path) -> dict:
     """The results document at ``path`` ({} when there is none yet)."""
     path = Path(path)
@@ -180,7 +185,7 @@ def run_grid(path: str | Path, *, tasks=TASKS, models=(*MODELS, "bow"), budgets=
     rows = document.setdefault("rows", [])
     if command:
         document.setdefault("commands", []).append(command)
-    done = {(r["task"], r["model"], r["budget"], r["seed"], r.get("recipe", "balanced")) for r in rows}
+    done = {run_key(r) for r in rows}
     for task in tasks:
         for model in models:
             for budget in budgets:
@@ -205,7 +210,7 @@ def merge_results(documents: list[dict]) -> dict:
     seen: set[tuple] = set()
     for document in documents:
         for row in document.get("rows", []):
-            key = (row["task"], row["model"], row["budget"], row["seed"], row.get("recipe", "balanced"))
+            key = run_key(row)
             if key in seen:
                 raise ValueError(f"run {key} appears in two result files: keep one of them")
             seen.add(key)
