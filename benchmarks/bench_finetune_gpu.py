@@ -78,7 +78,7 @@ def run_ours(config: BertConfig, data: finetune.Encoded, args, compile_: bool) -
     timing.free_memory()
     torch._dynamo.reset()
     steps = args.warmup + args.steps
-    ft_config = finetune.FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch, lr=2e-5, warmup=0.1,
+    ft_config = finetune.FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch, lr=2e-5, warmup_ratio=0.1,
                                         patience=None, log_every=args.warmup, compile=compile_,
                                         precision=args.precision, device=args.device)
     result = finetune.fit(build(config), data, None, ft_config, pad_token_id=0, progress=False, verbose=True)

@@ -63,7 +63,7 @@ def time_ours(args, tok, blocks, precision: str, sparse: bool) -> float:
     timing.free_memory()
     model = build_model(args.config, tok, seed=0, max_length=args.seq_len)
     steps = args.warmup + args.steps
-    config = TrainConfig(steps=steps, batch_size=args.batch_size, lr=1e-4, warmup=0, eval_every=10**9,
+    config = TrainConfig(steps=steps, batch_size=args.batch_size, lr=1e-4, warmup_steps=0, eval_every=10**9,
                          save_every=10**9, log_every=args.warmup, device=args.device, precision=precision)
     result = pretrain(model, tok, blocks, blocks[: args.batch_size], config, spec=MaskSpec(rate=MASK_RATE),
                       sparse=sparse, progress=False)

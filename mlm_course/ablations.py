@@ -27,10 +27,11 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
-from mlm_course import corpus, finetune, models, objective, tokenization
+from mlm_course import corpus, experiments, finetune, models, tokenization
 from mlm_course import device as devices
 from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
-from mlm_course.training import TrainConfig, iterate_in_batches, write_json_atomic
+from mlm_course.run_files import write_json_atomic
+from mlm_course.training import TrainConfig, iterate_in_batches
 
 FAMILIES = ("mix", "rate", "static")
 
@@ -107,7 +108,7 @@ class Budget:
     # 800-step runs at lr 2e-3 or 3e-3 sometimes collapsed to unigram guessing (held-out loss 6.74, fine-tuning at
     # chance) on this corpus; at 1e-3 with 20 % warm-up none did in our tests
     lr: float = 1e-3
-    warmup: float = 0.2
+    warmup_ratio: float = 0.2
     corpus_chars: int | None = None  # pretraining text (None: the whole training split)
     small_data_chars: int = 150_000  # the slice the ``static`` family trains on for many epochs
     static_copies: int = 1
@@ -131,7 +132,7 @@ BUDGETS: dict[str, Budget] = {
     # 2.5-5 minutes per run on one CPU core (33 runs: 2.2 h measured): still on the early plateau (notebook 06)
     "cpu": Budget("cpu", steps=800),
     # past the plateau: about 25 CPU-minutes per run (hours for the grid), a few minutes per run on a GPU
-    "long": Budget("long", steps=8000, seq_len=128, lr=3e-3, warmup=0.1, finetune_epochs=2, train_examples=None),
+    "long": Budget("long", steps=8000, seq_len=128, lr=3e-3, warmup_ratio=0.1, finetune_epochs=2, train_examples=None),
 }
 
 
@@ -221,9 +222,9 @@ def fine_tune_accuracy(model: BertForMaskedLM, data: GridData, budget: Budget, s
 def heldout_by_action(model: BertForMaskedLM, data: GridData) -> dict[str, dict[str, float]]:
     """Held-out loss and top-1 on the frozen 15 % 80/10/10 masks, overall (``"all"``, equal to the run's held-out
     figures) and split by what the evaluation did at the position: ``"[MASK]"``, ``"random token"``, ``"unchanged"``
-    (:func:`mlm_course.objective.evaluate_by_action`)."""
+    (:func:`mlm_course.experiments.evaluate_by_action`)."""
     batches = frozen_eval_batches(data.eval_blocks, data.tokenizer, MaskSpec())  # the masks pretrain() scores on
-    return objective.evaluate_by_action(model, batches, data.tokenizer.mask_token_id)
+    return experiments.evaluate_by_action(model, batches, data.tokenizer.mask_token_id)
 
 
 def heldout_baselines(data: GridData) -> dict[str, dict[str, float]]:
@@ -241,8 +242,8 @@ def pretrain_variant(variant: Variant, seed: int, budget: Budget, data: GridData
     start = time.perf_counter()
     model = models.build_model(budget.model, data.tokenizer, seed=seed, max_length=budget.seq_len,
                                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    config = TrainConfig(steps=budget.steps, batch_size=budget.batch_size, lr=budget.lr, warmup=budget.warmup,
-                         eval_every=budget.steps, save_every=budget.steps, seed=seed,
+    config = TrainConfig(steps=budget.steps, batch_size=budget.batch_size, lr=budget.lr,
+                         warmup_ratio=budget.warmup_ratio, eval_every=budget.steps, save_every=budget.steps, seed=seed,
                          precision="fp32")  # the stored grid is fp32; "auto" picks bf16 on CPUs that have it
     blocks = data.small_blocks if variant.small_data else data.train_blocks
     result = pretrain(model, data.tokenizer, blocks, data.eval_blocks, config, spec=variant.spec,

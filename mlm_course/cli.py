@@ -22,7 +22,7 @@ def _mix(text: str) -> tuple[float, float, float]:
     return parts
 
 
-def _common_options(*, lr: float, warmup: float) -> argparse.ArgumentParser:
+def _common_options(*, lr: float, warmup_ratio: float) -> argparse.ArgumentParser:
     """The options `pretrain` and `finetune` share, as a parent parser (a new one per command: argparse shares
     the option objects between a parent and its children, so defaults set on one command would leak)."""
     from mlm_course.device import PRECISIONS
@@ -32,14 +32,17 @@ def _common_options(*, lr: float, warmup: float) -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32, help="examples per micro-batch and process (default: 32)")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimiser step")
     p.add_argument("--lr", type=float, default=lr, help=f"peak learning rate (AdamW; default {lr:g})")
-    p.add_argument("--warmup", type=float, default=warmup,
-                   help=f"warm-up: a fraction of the steps (<1) or a count (default: {warmup:g})")
+    warmup = p.add_mutually_exclusive_group()
+    warmup.add_argument("--warmup-ratio", type=float, default=warmup_ratio,
+                        help=f"warm-up as a fraction of the optimiser steps (default: {warmup_ratio:g})")
+    warmup.add_argument("--warmup-steps", type=int, default=None, help="warm-up as a number of optimiser steps")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default=None, help="cuda, mps or cpu (default: the best available)")
     p.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto: bf16 on GPUs of compute capability ≥ 8.0 and on CPUs with AVX512-BF16 or AMX, "
-                        "fp16 + loss scaling on older GPUs, fp32 on other CPUs")
+                   help="auto: bf16 on GPUs of compute capability ≥ 8.0, fp16 + loss scaling on older GPUs; on a "
+                        "CPU bf16 only where it has AVX512-BF16 or AMX and a bf16 matmul measures ≥ 1.2× faster "
+                        "than fp32, else fp32")
     p.add_argument("--compile", action="store_true", help="torch.compile the training step (slow first steps)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -50,7 +53,7 @@ def _add_pretrain(sub) -> None:
     from mlm_course.pretraining import CORPORA
 
     p = sub.add_parser(
-        "pretrain", parents=[_common_options(lr=1e-3, warmup=0.05)],
+        "pretrain", parents=[_common_options(lr=1e-3, warmup_ratio=0.05)],
         help="pretrain a BERT masked-LM from scratch on the course corpus",
         description="Pretrain a BERT masked language model from scratch on the shipped corpus (Austen + Wikipedia "
         "sample) with the course's WordPiece vocabulary. Writes checkpoints, metrics.jsonl, results.json and the "
@@ -96,23 +99,35 @@ def _option(field: str) -> str:
     return {"model": "--config"}.get(field, "--" + field.replace("_", "-"))
 
 
+def _settings_or_exit(parser: argparse.ArgumentParser, build):
+    """``build()``, or a parser error naming each bad option (before anything is written)."""
+    from mlm_course.training import InvalidSettings
+
+    try:
+        return build()
+    except InvalidSettings as exc:
+        parser.error("; ".join(f"{_option(name)} {problem}" for name, problem in exc.problems.items()))
+
+
+def _optimiser_options(args) -> dict:
+    """The :class:`~mlm_course.training.OptimiserSettings` fields both commands take from their options."""
+    names = ("batch_size", "grad_accum", "lr", "warmup_ratio", "warmup_steps", "weight_decay", "seed", "device",
+             "precision", "compile")
+    return {name: getattr(args, name) for name in names}
+
+
 def pretrain_inputs(args):
     """(PretrainSettings, TrainConfig) of parsed `pretrain` arguments; a bad option is a parser error naming it."""
     from mlm_course.pretraining import PretrainSettings
-    from mlm_course.training import InvalidSettings, TrainConfig
+    from mlm_course.training import TrainConfig
 
-    try:
-        settings = PretrainSettings(
-            model=args.config, init_from=args.init_from, stack_to=args.stack_to, corpus=args.corpus,
-            max_chars=args.max_chars, seq_len=args.seq_len, dropout=args.dropout, mask_rate=args.mask_rate,
-            mask_mix=args.mask_mix, scheme=args.scheme, short_seq_prob=args.short_seq_prob,
-            sparse=not args.full_logits)
-        config = TrainConfig(
-            steps=args.steps, batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, warmup=args.warmup,
-            weight_decay=args.weight_decay, eval_every=args.eval_every, save_every=args.save_every, seed=args.seed,
-            device=args.device, precision=args.precision, compile=args.compile, minutes=args.minutes)
-    except InvalidSettings as exc:
-        args.parser.error("; ".join(f"{_option(name)} {problem}" for name, problem in exc.problems.items()))
+    settings = _settings_or_exit(args.parser, lambda: PretrainSettings(
+        model=args.config, init_from=args.init_from, stack_to=args.stack_to, corpus=args.corpus,
+        max_chars=args.max_chars, seq_len=args.seq_len, dropout=args.dropout, mask_rate=args.mask_rate,
+        mask_mix=args.mask_mix, scheme=args.scheme, short_seq_prob=args.short_seq_prob, sparse=not args.full_logits))
+    config = _settings_or_exit(args.parser, lambda: TrainConfig(
+        **_optimiser_options(args), steps=args.steps, eval_every=args.eval_every, save_every=args.save_every,
+        minutes=args.minutes))
     return settings, config
 
 
@@ -129,7 +144,7 @@ def cmd_pretrain(args) -> int:
 
 def _add_finetune(sub) -> None:
     p = sub.add_parser(
-        "finetune", parents=[_common_options(lr=5e-5, warmup=0.1)],
+        "finetune", parents=[_common_options(lr=5e-5, warmup_ratio=0.1)],
         help="fine-tune a BERT for movie-review sentiment (accuracy and F1 on test, model chosen by dev)",
         description="Fine-tune a BERT sequence classifier on the shipped movie-review sentences (train 8,455 / "
         "dev 1,056 / test 1,057). Batches are bucketed by length and padded to their own longest sentence; AdamW "
@@ -155,14 +170,12 @@ def _add_finetune(sub) -> None:
 
 def cmd_finetune(args) -> int:
     from mlm_course.finetune import FinetuneConfig, run
-    from mlm_course.training import check_output_dir
+    from mlm_course.run_files import check_output_dir
 
+    config = _settings_or_exit(args.parser, lambda: FinetuneConfig(
+        **_optimiser_options(args), epochs=args.epochs, max_steps=args.max_steps, eval_every=args.eval_every,
+        patience=args.patience))
     check_output_dir(args.out)
-    config = FinetuneConfig(
-        epochs=args.epochs, max_steps=args.max_steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
-        lr=args.lr, warmup=args.warmup, weight_decay=args.weight_decay, eval_every=args.eval_every,
-        patience=args.patience, seed=args.seed, device=args.device, precision=args.precision, compile=args.compile,
-    )
     result = run(args.model, config, max_length=args.max_length, train_examples=args.train_examples,
                  eval_examples=args.eval_examples, out_dir=args.out, allow_hub=args.allow_hub or None,
                  progress=not args.no_progress)
@@ -196,6 +209,21 @@ def cmd_fill_mask(args) -> int:
     return 0
 
 
+def _add_data(sub) -> None:
+    p = sub.add_parser(
+        "data", help="count what the shipped data holds",
+        description="Print, as JSON, the paragraphs, words, characters and documents of each pretraining split and "
+        "source, the sentences of each sentiment split by class, and the BERT vocabulary's size (all offline).")
+    p.set_defaults(func=cmd_data)
+
+
+def cmd_data(args) -> int:
+    from mlm_course.corpus import corpus_summary
+
+    print(json.dumps(corpus_summary(), indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mlm-course", description="The mlm_course command line: pretrain and probe BERT masked-LMs."
@@ -204,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pretrain(sub)
     _add_fill_mask(sub)
     _add_finetune(sub)
+    _add_data(sub)
     return parser
 
 

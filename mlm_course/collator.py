@@ -13,13 +13,18 @@ from mlm_course.masking import MaskSpec, mask_tokens, replacement_ids, resolve_s
 from mlm_course.whole_word import continuation_lookup
 
 
-def _pad(rows: list[Any], length: int, fill: int, dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad ragged rows (lists or tensors) into (len(rows), length); also return the bool mask of real positions.
+def pad_rows(rows: Sequence[Any], fill: int, *, length: int | None = None, multiple: int | None = None,
+             dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad ragged rows (lists or tensors) to ``length`` (default: the longest, rounded up to ``multiple``); also
+    return the bool mask of real positions.
 
     Through numpy, because it matters: on the masking benchmark's 10,000 × 128 ids the whole collator took 0.51 s
     this way and 0.95 s with ``torch.as_tensor`` per row (same run). Integer rows become int64; other dtypes are
     kept unless ``dtype`` is given, so float "ids" are still refused by :func:`mask_tokens`.
     """
+    if length is None:
+        longest = max(len(r) for r in rows)
+        length = longest if multiple is None else -(-longest // multiple) * multiple
     lens = torch.tensor([len(r) for r in rows])
     real = torch.arange(length)[None, :] < lens[:, None]
     arrays = [np.asarray(r) for r in rows if len(r)]
@@ -87,17 +92,16 @@ class MLMCollator:
         if as_dicts and any("input_ids" not in e for e in examples):
             raise ValueError("every example needs an 'input_ids' entry (a list or tensor of token ids).")
         rows = [e["input_ids"] for e in examples] if as_dicts else list(examples)
-        longest, m = max(len(r) for r in rows), self.pad_to_multiple_of
-        length = longest if m is None else -(-longest // m) * m
-        ids, real = _pad(rows, length, self.pad_token_id)  # keeps the ids' dtype: floats are refused later
+        ids, real = pad_rows(rows, self.pad_token_id, multiple=self.pad_to_multiple_of)  # floats are refused later
+        length = ids.shape[1]
         out = {"input_ids": ids, "attention_mask": real.long()}
         fields = {"attention_mask": 0, "token_type_ids": 0, "special_tokens_mask": 1}  # name: padding value
         for name, fill in fields.items() if as_dicts else ():
             if name in examples[0]:
-                out[name] = _pad([e[name] for e in examples], length, fill, torch.long)[0]
+                out[name] = pad_rows([e[name] for e in examples], fill, length=length, dtype=torch.long)[0]
         if as_dicts and self.spec.whole_word and "word_ids" in examples[0]:
             rows_w = [[-1 if w is None else w for w in e["word_ids"]] for e in examples]
-            out["word_ids"] = _pad(rows_w, length, -1, torch.long)[0]
+            out["word_ids"] = pad_rows(rows_w, -1, length=length, dtype=torch.long)[0]
         return out
 
     def __call__(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:

@@ -130,12 +130,10 @@ def cuda_has_bf16(index: int | None = None) -> bool:
     return tuple(torch.cuda.get_device_capability(index)) >= (8, 0)
 
 
-def autocast_dtype_for(device_type: str, *, mixed_precision: bool = True) -> torch.dtype | None:
+def autocast_dtype_for(device_type: str) -> torch.dtype | None:
     """The ``auto`` choice: bf16 where the hardware has it (and, on a CPU, it measures faster), fp16 on CUDA before
     Ampere, None (fp32) otherwise."""
     kind = device_type.split(":")[0]
-    if not mixed_precision:
-        return None
     if kind == "cpu":
         return torch.bfloat16 if cpu_bf16_pays() else None
     if kind == "cuda":
@@ -171,10 +169,10 @@ def _mps_bf16_supported() -> bool:
     return True
 
 
-def choose(prefer: str | None = None, *, mixed_precision: bool = True, precision: str = "auto") -> DeviceChoice:
+def choose(prefer: str | None = None, *, precision: str = "auto") -> DeviceChoice:
     """The device and precision to use; see :func:`pick_device_type` and :func:`precision_dtype`."""
     device_type = pick_device_type(prefer)
-    dtype = precision_dtype(device_type, precision if mixed_precision else "fp32")
+    dtype = precision_dtype(device_type, precision)
     return DeviceChoice(torch.device(device_type), dtype, needs_grad_scaler=dtype is torch.float16)
 
 

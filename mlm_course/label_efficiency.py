@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import torch
 
 from . import corpus, finetune, models, word_order
-from .training import write_json_atomic
+from .run_files import write_json_atomic
 
 TASKS = ("word_order", "sentiment")
 BUDGETS = (50, 100, 300, 1000, None)  # None: every training label
@@ -73,7 +73,7 @@ def recipe(n_train: int, lr: float, seed: int, *, epochs: int = 2, min_steps: in
     per_epoch = math.ceil(n_train / batch)
     epochs = max(epochs, math.ceil(min_steps / per_epoch))
     total = per_epoch * epochs if max_steps is None else min(per_epoch * epochs, max_steps)
-    return finetune.FinetuneConfig(epochs=epochs, max_steps=max_steps, batch_size=batch, lr=lr, warmup=0.1,
+    return finetune.FinetuneConfig(epochs=epochs, max_steps=max_steps, batch_size=batch, lr=lr, warmup_ratio=0.1,
                                    eval_every=max(1, total // 10), patience=None, seed=seed, log_every=10 ** 6,
                                    precision=PRECISION)
 
@@ -82,7 +82,7 @@ def old_recipe(n_train: int, lr: float, seed: int, *, epochs: int = 2,
                max_steps: int | None = None) -> finetune.FinetuneConfig:
     """The settings of the first model comparison, kept to count its collapses: batch 32, dev twice an epoch."""
     per_epoch = math.ceil(n_train / 32)
-    return finetune.FinetuneConfig(epochs=epochs, max_steps=max_steps, batch_size=32, lr=lr, warmup=0.1,
+    return finetune.FinetuneConfig(epochs=epochs, max_steps=max_steps, batch_size=32, lr=lr, warmup_ratio=0.1,
                                    eval_every=max(1, per_epoch // 2), patience=3, seed=seed, log_every=10 ** 6,
                                    precision=PRECISION)
 
@@ -271,8 +271,8 @@ def collapse_counts(rows: list[dict]) -> dict[str, dict[str, int]]:
 
 
 def summarise(rows: list[dict], task: str) -> dict[str, list[dict]]:
-    """Per model, per budget (in the order first seen): mean test accuracy over seeds, its standard error, a 95 %
-    t-interval, the number of runs and how many of them collapsed."""
+    """Per model (in the order first seen), per budget (fewest labels first): mean test accuracy over seeds, its
+    standard error, a 95 % t-interval, the number of runs and how many of them collapsed."""
     groups: dict[tuple[str, int | None], list[dict]] = {}
     for row in rows:
         if row["task"] == task:
@@ -280,7 +280,7 @@ def summarise(rows: list[dict], task: str) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for (model, budget), runs in groups.items():
         out.setdefault(model, []).append({"budget": budget, "n_train": runs[0]["n_train"], **_over_seeds(runs)})
-    return out
+    return {model: sorted(entries, key=lambda e: e["n_train"]) for model, entries in out.items()}
 
 
 def _over_seeds(runs: list[dict]) -> dict:

@@ -7,6 +7,10 @@ Names ``load_mlm`` understands, offline first:
   is newly initialised: its fill-mask is noise until the head is trained);
 - a folder written by ``save_pretrained``;
 - any hub name (``"bert-base-uncased"``) only with ``allow_hub=True`` and a reachable hub.
+
+The package's one import-time side effect is here: importing this module turns off transformers' "Loading
+weights" / "Writing model shards" progress bars, which write timing-dependent lines into notebooks and logs.
+``transformers.utils.logging.enable_progress_bar()`` turns them back on.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from transformers.utils import logging as hf_logging
 
 from mlm_course import corpus
 
-hf_logging.disable_progress_bar()  # "Loading weights" / "Writing model shards" bars add noise to notebooks and logs
+hf_logging.disable_progress_bar()  # the one import-time side effect of the package (see the module docstring)
 
 #: Named sizes: (hidden, layers, heads, FFN). ``base`` is bert-base.
 CONFIGS: dict[str, dict[str, int]] = {

@@ -1,32 +1,33 @@
-"""The masked-LM objective written out, and pseudo-log-likelihood scoring.
+"""The masked-LM objective, written once, and pseudo-log-likelihood scoring.
 
-* :func:`mlm_loss` — ``−(1/|C|) Σ_{i∈C} log p(x_i | X̃)`` from logits and labels (−100 = not in C): log-softmax,
-  gather the true token's log-probability, keep the masked positions, average. Equals
-  ``F.cross_entropy(..., ignore_index=-100)`` and ``BertForMaskedLM(..., labels=...).loss``.
+* :func:`mlm_loss` — ``−(1/|C|) Σ_{i∈C} log p(x_i | X̃)`` from logits and labels (−100 = not in C): notebook 01's
+  per-position cross-entropy (:func:`mlm_course.logprob.cross_entropy_manual`) at the masked positions, reduced.
+  Equals ``F.cross_entropy(..., ignore_index=-100)`` and ``BertForMaskedLM(..., labels=...).loss``.
+* :func:`masked_lm_loss` — the same mean loss on a model's batch, the way training computes it (only the masked
+  positions projected to the vocabulary, torch's fused cross-entropy, no wait for the device).
 * :func:`masked_accuracy` — top-k accuracy over the masked positions.
 * :func:`pseudo_log_likelihood` — Salazar et al. (2020): ``PLL(S) = Σ_i log p(x_i | S with only x_i masked)``;
   ``word_level=True`` is Kauf & Ivanova's (2023) PLL-word-l2r, which also masks the later pieces of the same word.
 * :func:`factorised_joint` — the independence approximation on a two-token toy distribution.
-* :func:`buggy_mask_blocks` / :func:`train_with_batches` / :func:`evaluate_by_action` — a common bug (labels that
-  are the corrupted input ids) reproduced, trained and measured.
+
+Notebook 05's experiments with this loss (the ``labels=input_ids`` bug) are in :mod:`mlm_course.experiments`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+import torch.nn.functional as F
+from transformers import BertForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
 
-from mlm_course import masking, pretraining
+from mlm_course.logprob import cross_entropy_manual
+from mlm_course.masking import IGNORE_INDEX
 from mlm_course.models import evaluation_mode
-from mlm_course.training import TrainConfig, TrainLoop, TrainResult, cycle_batches, step_generator
 
-IGNORE_INDEX = masking.IGNORE_INDEX
 REDUCTIONS = ("mean", "sum", "per_sequence_mean", "none")
-DEFAULT_SPEC = pretraining.MaskSpec()
 
 # ---- the loss --------------------------------------------------------------------------------------------------
 
@@ -58,41 +59,80 @@ def _check_logits_labels(logits: torch.Tensor, labels: torch.Tensor) -> None:
         )
 
 
-def true_token_log_probs(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log p of the true token at every position, bool of the positions in the loss); 0 where ignored.
-
-    Computed in float32 (or float64 if the logits are) whatever the logits' dtype.
-    """
-    _check_logits_labels(logits, labels)
-    log_probs = logits.float().log_softmax(dim=-1) if logits.dtype != torch.float64 else logits.log_softmax(-1)
-    kept = labels != IGNORE_INDEX
-    picked = log_probs.gather(-1, torch.where(kept, labels, 0).long().unsqueeze(-1)).squeeze(-1)
-    return torch.where(kept, picked, torch.zeros_like(picked)), kept
-
-
 def mlm_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """The masked-LM loss: −log p(true token) at the positions whose label is not −100, reduced.
 
-    ``"mean"``: over all masked positions of the batch (= ``F.cross_entropy`` and ``BertForMaskedLM``);
-    ``"sum"``; ``"per_sequence_mean"``: mean within each sequence (row), then over the rows that have a masked
-    position; ``"none"``: per position, 0 where ignored. ``logits`` (..., vocab), ``labels`` (...).
+    ``"mean"``: over all masked positions of the batch (= ``F.cross_entropy``, ``BertForMaskedLM`` and
+    :func:`masked_lm_loss`); ``"sum"``; ``"per_sequence_mean"``: mean within each sequence (row), then over the rows
+    that have a masked position; ``"none"``: per position, 0 where ignored. ``logits`` (..., vocab), ``labels``
+    (...). Computed in float32 (or float64 if the logits are) whatever the logits' dtype.
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction={reduction!r} is not known: use one of {', '.join(map(repr, REDUCTIONS))}.")
-    picked, kept = true_token_log_probs(logits, labels)
-    losses = -picked
+    _check_logits_labels(logits, labels)
+    if reduction == "per_sequence_mean" and labels.dim() < 2:
+        raise ValueError("per_sequence_mean needs a batch of sequences: labels of shape (batch, length).")
+    flat = logits.reshape(-1, logits.shape[-1])
+    flat = flat if flat.dtype == torch.float64 else flat.float()
+    if reduction in ("mean", "sum"):
+        return cross_entropy_manual(flat, labels.reshape(-1), reduction)
+    losses = cross_entropy_manual(flat, labels.reshape(-1), "none").view(labels.shape)
     if reduction == "none":
         return losses
-    if reduction == "sum":
-        return losses.sum()
-    if reduction == "mean":
-        return losses.sum() / kept.sum()
-    if labels.dim() < 2:
-        raise ValueError("per_sequence_mean needs a batch of sequences: labels of shape (batch, length).")
     per_row = losses.flatten(1).sum(1)
-    counts = kept.flatten(1).sum(1)
+    counts = (labels != IGNORE_INDEX).flatten(1).sum(1)
     has = counts > 0
     return (per_row[has] / counts[has]).mean()
+
+
+# ---- the same loss on a model's batch: the training path -------------------------------------------------------
+
+
+def masked_positions(labels: torch.Tensor) -> torch.Tensor:
+    """The flat indices (into ``labels.flatten()``) of the positions to predict, for :func:`masked_lm_outputs`."""
+    return (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)
+
+
+def masked_lm_outputs(
+    model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, labels) at the masked positions only.
+
+    ``sparse=True`` gathers the hidden states of masked positions *before* the output layer, as the original
+    BERT does, so the vocabulary projection runs on ~15 % of the tokens; the result equals ``sparse=False``.
+    With ``batch["masked_positions"]`` (:func:`masked_positions`, computed on the host) the positions are
+    gathered by index: a boolean selection on a GPU waits for it to count the positions. The attention mask may
+    be left out (no padding).
+    """
+    labels, positions = batch["labels"], batch.get("masked_positions")
+    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask")}
+    if sparse:
+        hidden = model.bert(**inputs).last_hidden_state
+        if positions is None:
+            return model.cls(hidden[labels != IGNORE_INDEX]), labels[labels != IGNORE_INDEX]
+        return model.cls(hidden.flatten(0, 1).index_select(0, positions)), labels.flatten().index_select(0, positions)
+    logits = model(**inputs).logits
+    if positions is None:
+        return logits[labels != IGNORE_INDEX], labels[labels != IGNORE_INDEX]
+    return logits.flatten(0, 1).index_select(0, positions), labels.flatten().index_select(0, positions)
+
+
+def masked_lm_loss(model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True):
+    """:func:`mlm_loss` of ``model``'s logits on ``batch`` (input_ids, attention_mask, labels), the way training
+    computes it, and the masked-token accuracy (a 0-d tensor: reading it as a number would wait for the device).
+
+    The fast path of :func:`mlm_loss` (tested equal to it): logits of the masked positions only
+    (:func:`masked_lm_outputs`), torch's fused ``F.cross_entropy`` in float32, no validation that would read
+    values back from the device.
+    """
+    logits, labels = masked_lm_outputs(model, batch, sparse=sparse)
+    if labels.numel() == 0:
+        raise ValueError("the batch has no masked position: raise the mask rate or use longer sequences")
+    loss = F.cross_entropy(logits.float(), labels)
+    return loss, {"accuracy": (logits.argmax(-1) == labels).float().mean().detach()}
+
+
+# ---- accuracy --------------------------------------------------------------------------------------------------
 
 
 def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor, k: int = 1) -> float:
@@ -192,9 +232,8 @@ def masked_copies(
 def _log_prob_at(model: PreTrainedModel, copies: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor):
     device = next(model.parameters()).device
     logits = model(input_ids=copies.to(device), attention_mask=torch.ones_like(copies).to(device)).logits
-    rows = torch.arange(len(positions), device=device)
-    log_probs = logits[rows, positions.to(device)].double().log_softmax(-1)
-    return log_probs.gather(-1, targets.to(device)[:, None]).squeeze(-1).cpu()
+    at_positions = logits[torch.arange(len(positions), device=device), positions.to(device)].double()
+    return -mlm_loss(at_positions, targets.to(device), reduction="none").cpu()  # log p = −(the loss there)
 
 
 def pseudo_log_likelihood(
@@ -270,96 +309,3 @@ def scramble(sentence: str, seed: int) -> str:
         if shuffled != words or len(set(words)) < 2:
             return " ".join(shuffled) + end
     return " ".join(shuffled) + end
-
-
-# ---- a common bug: labels = the corrupted input ids ------------------------------------------------------------
-
-
-def buggy_mask_blocks(
-    blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, spec: pretraining.MaskSpec, generator: torch.Generator
-) -> dict[str, torch.Tensor]:
-    """The bug, reproduced: mask ``input_ids`` in place, then pass ``labels=input_ids``.
-
-    The labels are then the *corrupted* ids (the [MASK] id at masked positions) and no position is −100, so
-    the loss rewards copying the input at every position and predicting [MASK] where [MASK] is shown.
-    Compare :func:`mlm_course.pretraining.mask_blocks` (same masks for the same generator state).
-    """
-    input_ids = blocks.clone()
-    corrupted = masking.mask_tokens(
-        input_ids, special_ids=tokenizer.all_special_ids, mask_token_id=tokenizer.mask_token_id,
-        vocab_size=len(tokenizer), rate=spec.rate, mix=spec.mix, scheme=spec.scheme, generator=generator,
-    ).input_ids
-    input_ids[:] = corrupted  # "masking in place"
-    return {"input_ids": input_ids, "attention_mask": torch.ones_like(blocks), "labels": input_ids}
-
-
-def train_with_batches(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    train_blocks: torch.Tensor,
-    config: TrainConfig,
-    *,
-    make_batch: Callable[..., dict[str, torch.Tensor]] = pretraining.mask_blocks,
-    spec: pretraining.MaskSpec = DEFAULT_SPEC,
-    progress: bool = False,
-) -> TrainResult:
-    """:func:`mlm_course.pretraining.pretrain`'s loop (same batches, same seeds) with a replaceable batch maker,
-    e.g. :func:`buggy_mask_blocks`; no evaluation during training (use :func:`evaluate_by_action` after)."""
-    pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
-
-    def batch_for_step(step: int, micro: int) -> dict[str, torch.Tensor]:
-        rows = train_blocks[pick(step, micro, config.grad_accum)]
-        return make_batch(rows, tokenizer, spec, step_generator(config.seed, step, stream=micro))
-
-    trainer = TrainLoop(
-        model, config, batch_for_step=batch_for_step,
-        compute_loss=lambda m, batch: pretraining.masked_lm_loss(m, batch), progress=progress,
-    )
-    return trainer.train()
-
-
-def actions_of(batch: Mapping[str, torch.Tensor], mask_token_id: int) -> torch.Tensor:
-    """What happened at each position of a masked batch, recovered from it: 0 not selected, 1 [MASK], 2 random,
-    3 unchanged (the codes of :mod:`mlm_course.masking`). A random draw equal to the original counts as unchanged."""
-    labels, ids = batch["labels"], batch["input_ids"]
-    selected = labels != IGNORE_INDEX
-    action = torch.where(ids == mask_token_id, masking.MASKED, torch.where(ids == labels, masking.KEPT, masking.RANDOM))
-    return torch.where(selected, action, masking.NOT_SELECTED)
-
-
-@torch.no_grad()
-def evaluate_by_action(
-    model: PreTrainedModel, batches: Sequence[Mapping[str, torch.Tensor]], mask_token_id: int
-) -> dict[str, dict[str, float]]:
-    """Loss and top-1 at the masked positions of ``batches`` (frozen, correct labels), overall and per action.
-
-    Also the share of positions where the top prediction is the [MASK] token, and where it is the token shown
-    in the input (copying), and ``loss_ci95``: the half-width of a 95 % normal interval for the mean loss over the
-    scored tokens (1.96 · standard error; noise from which tokens were scored, not from training). Keys: ``"all"``
-    and the action names ``masking.ACTION_NAMES[1:]`` ("[MASK]", "random token", "unchanged").
-    """
-    device = next(model.parameters()).device
-    rows = {"loss": [], "top1": [], "mask": [], "copy": [], "action": []}
-    with evaluation_mode(model):
-        for batch in batches:
-            ids, attention = batch["input_ids"].to(device), batch["attention_mask"].to(device)
-            kept = batch["labels"] != IGNORE_INDEX
-            logits = model(input_ids=ids, attention_mask=attention).logits[kept.to(device)].float().cpu()
-            labels, best = batch["labels"][kept], logits.argmax(-1)
-            rows["loss"].append(mlm_loss(logits, labels, reduction="none"))
-            rows["top1"].append((best == labels).double())
-            rows["mask"].append((best == mask_token_id).double())
-            rows["copy"].append((best == batch["input_ids"][kept]).double())
-            rows["action"].append(actions_of(batch, mask_token_id)[kept])
-    cat = {k: torch.cat(v) for k, v in rows.items()}
-    groups = {"all": torch.ones_like(cat["action"], dtype=torch.bool)}
-    groups.update({masking.ACTION_NAMES[code]: cat["action"] == code
-                   for code in (masking.MASKED, masking.RANDOM, masking.KEPT)})
-    out = {}
-    for name, where in groups.items():
-        n = int(where.sum())
-        out[name] = {"tokens": n, **{k: float(cat[k][where].double().mean()) if n else float("nan")
-                                     for k in ("loss", "top1", "mask", "copy")}}
-        losses = cat["loss"][where].double()
-        out[name]["loss_ci95"] = 1.96 * float(losses.std() / math.sqrt(n)) if n > 1 else float("nan")
-    return out

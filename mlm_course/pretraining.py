@@ -22,47 +22,23 @@ from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 from mlm_course import corpus, masking, models, tokenization
 from mlm_course.device import machine, make_accelerator
 from mlm_course.masking import MaskSpec
+from mlm_course.objective import masked_lm_loss, masked_lm_outputs, masked_positions
+from mlm_course.run_files import check_output_dir, write_json_atomic
 from mlm_course.training import (
     InvalidSettings,
     TrainConfig,
     TrainLoop,
     TrainResult,
     check_enough_examples,
-    check_output_dir,
     cycle_batches,
     epoch_of,
     iterate_in_batches,
     load_saved_weights,
     step_generator,
-    write_json_atomic,
 )
 
 EVAL_MASK_SEED = 1234
 STATIC_MASK_STREAM = 100  # random stream of the static copies; per-step masks use streams 0..grad_accum-1
-
-#: Simple sentences written for the course (none occurs in the corpus) and the answers that count as right.
-PROBE_SENTENCES: list[tuple[str, set[str]]] = [
-    ("She opened the [MASK] and walked out.", {"door"}),
-    ("He took off his [MASK] and sat down by the fire.", {"hat", "coat", "gloves", "boots"}),
-    ("They drank a cup of [MASK] together.", {"tea", "coffee", "wine"}),
-    ("She wrote a long [MASK] to her sister.", {"letter"}),
-    ("He was a man of large [MASK] and good family.", {"fortune", "property", "income"}),
-    ("The sun rose over the [MASK].", {"hills", "sea", "hill", "trees", "house", "horizon", "mountains", "city"}),
-    ("It was a cold [MASK] in the middle of winter.", {"day", "morning", "night", "evening"}),
-    ("Paris is the capital of [MASK].", {"france"}),
-    ("I shall be very [MASK] to see you again.", {"glad", "happy", "sorry", "pleased"}),
-    ("She played the [MASK] after dinner.", {"piano", "pianoforte", "harp", "instrument"}),
-    ("He rode his [MASK] into the village.", {"horse"}),
-    ("The children were playing in the [MASK].", {"garden", "park", "street", "house", "room", "field"}),
-    ("My father and my [MASK] are both well.", {"mother", "brother", "sister", "uncle", "aunt"}),
-    ("She smiled and held out her [MASK].", {"hand", "hands", "arms"}),
-    ("They were married in the [MASK] last spring.", {"church", "village", "country", "town", "chapel"}),
-    ("The ship sailed across the [MASK].", {"sea", "ocean", "river", "channel", "atlantic"}),
-    ("He read the [MASK] by candlelight.", {"letter", "book", "note", "paper"}),
-    ("She looked out of the [MASK] at the rain.", {"window"}),
-    ("It was the happiest [MASK] of her life.", {"day", "moment", "time", "year", "period", "hour"}),
-    ("The king and the [MASK] sat on their thrones.", {"queen", "prince"}),
-]
 
 
 def pack_blocks(texts: list[str], tokenizer: PreTrainedTokenizerBase, seq_len: int) -> torch.Tensor:
@@ -125,45 +101,6 @@ def mask_blocks(
         generator=generator,
     )
     return {"input_ids": masked.input_ids, "attention_mask": attention_mask, "labels": masked.labels}
-
-
-def masked_lm_outputs(
-    model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits, labels) at the masked positions only.
-
-    ``sparse=True`` gathers the hidden states of masked positions *before* the output layer, as the original
-    BERT does, so the vocabulary projection runs on ~15 % of the tokens; the result equals ``sparse=False``.
-    With ``batch["masked_positions"]`` (:func:`masked_positions`, computed on the host) the positions are
-    gathered by index: a boolean selection on a GPU waits for it to count the positions. The attention mask may
-    be left out (no padding).
-    """
-    labels, positions = batch["labels"], batch.get("masked_positions")
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask")}
-    if sparse:
-        hidden = model.bert(**inputs).last_hidden_state
-        if positions is None:
-            return model.cls(hidden[labels != masking.IGNORE_INDEX]), labels[labels != masking.IGNORE_INDEX]
-        return model.cls(hidden.flatten(0, 1).index_select(0, positions)), labels.flatten().index_select(0, positions)
-    logits = model(**inputs).logits
-    if positions is None:
-        return logits[labels != masking.IGNORE_INDEX], labels[labels != masking.IGNORE_INDEX]
-    return logits.flatten(0, 1).index_select(0, positions), labels.flatten().index_select(0, positions)
-
-
-def masked_positions(labels: torch.Tensor) -> torch.Tensor:
-    """The flat indices (into ``labels.flatten()``) of the positions to predict, for :func:`masked_lm_outputs`."""
-    return (labels.flatten() != masking.IGNORE_INDEX).nonzero().squeeze(1)
-
-
-def masked_lm_loss(model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True):
-    """Mean cross-entropy over the batch's masked positions, and the masked-token accuracy (a 0-d tensor: reading
-    it as a number would wait for the device)."""
-    logits, labels = masked_lm_outputs(model, batch, sparse=sparse)
-    if labels.numel() == 0:
-        raise ValueError("the batch has no masked position: raise the mask rate or use longer sequences")
-    loss = F.cross_entropy(logits.float(), labels)
-    return loss, {"accuracy": (logits.argmax(-1) == labels).float().mean().detach()}
 
 
 def frozen_eval_batches(
@@ -291,7 +228,7 @@ def pretrain(
                                       or static_copies < 1):
         raise ValueError(f"static_copies={static_copies!r}: use a positive number of copies, or None for dynamic")
     _check_share(short_share)  # before any work, not at the first batch
-    accelerator = accelerator or make_accelerator(config.device, config.effective_precision)
+    accelerator = accelerator or make_accelerator(config.device, config.precision)
     batch_for_step = training_batches(train_blocks, tokenizer, config, spec, static_copies=static_copies,
                                       short_share=short_share, slots=config.grad_accum * accelerator.num_processes)
     eval_batches = frozen_eval_batches(eval_blocks, tokenizer, eval_spec)
@@ -334,75 +271,6 @@ def training_batches(
         return {**batch, "masked_positions": masked_positions(batch["labels"])}
 
     return batch_for_step
-
-
-def probe_hits(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, probes=PROBE_SENTENCES, top_k: int = 5
-) -> list[dict]:
-    """For each probe sentence: the top-k fill-mask guesses and whether an accepted answer is among them."""
-    from mlm_course.models import fill_mask
-
-    rows = []
-    for text, answers in probes:
-        guesses = fill_mask(model, tokenizer, text, top_k=top_k)[0]
-        tokens = [token for token, _ in guesses]
-        rows.append({"text": text, "guesses": tokens, "hit": bool(set(tokens) & answers)})
-    return rows
-
-
-@torch.no_grad()
-def accuracy_by_frequency(
-    model: BertForMaskedLM, batches: list[dict[str, torch.Tensor]], train_blocks: torch.Tensor, vocab_size: int,
-    edges: tuple[float, ...] = (0.0, 0.0001, 0.001, 0.01, 1.0),
-) -> list[dict]:
-    """Top-1 accuracy of the model and of the most frequent token, bucketed by the true token's training frequency.
-
-    A bucket ``"0.01–0.1 %"`` holds the masked positions whose true token makes up 0.01 % to 0.1 % of all training
-    tokens (its share of the training text); ``"≥ 1 %"`` the most frequent ones (``the``, ``,``, ``.``, …).
-    """
-    frequency = torch.bincount(train_blocks.flatten(), minlength=vocab_size).double()
-    frequency /= frequency.sum()
-    most_frequent = int(frequency.argmax())
-    device = next(model.parameters()).device
-    predicted, labels = [], []
-    for batch in batches:
-        logits, true = masked_lm_outputs(model, {k: v.to(device) for k, v in batch.items()})
-        predicted.append(logits.argmax(-1).cpu())
-        labels.append(true.cpu())
-    predicted, labels = torch.cat(predicted), torch.cat(labels)
-    rows = []
-    for low, high in zip(edges[:-1], edges[1:], strict=True):
-        inside = (frequency[labels] >= low) & (frequency[labels] < high if high < 1 else frequency[labels] <= high)
-        n = int(inside.sum())
-        rows.append({
-            "bucket": f"{100 * low:g}–{100 * high:g} %" if high < 1 else f"≥ {100 * low:g} %",
-            "tokens": n,
-            "model_top1": float((predicted[inside] == labels[inside]).double().mean()) if n else 0.0,
-            "unigram_top1": float((labels[inside] == most_frequent).double().mean()) if n else 0.0,
-        })
-    return rows
-
-
-@torch.no_grad()
-@torch.no_grad()
-def confident_wrong_fills(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, batch: dict[str, torch.Tensor],
-                          k: int = 8, context: int = 6) -> list[dict]:
-    """The ``k`` masked positions where the model (in eval mode) was most sure of a wrong token, with context."""
-    device = next(model.parameters()).device
-    with models.evaluation_mode(model):
-        logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device)).logits
-    probs, guesses = (t.cpu() for t in logits.float().softmax(-1).max(-1))
-    wrong = (batch["labels"] != masking.IGNORE_INDEX) & (guesses != batch["labels"])
-    order = probs[wrong].argsort(descending=True)[:k]
-    rows = []
-    for row, col in wrong.nonzero()[order].tolist():
-        ids = batch["input_ids"][row]
-        left = tokenizer.decode(ids[max(1, col - context) : col])
-        right = tokenizer.decode(ids[col + 1 : col + 1 + context])
-        shown, truth, guess = tokenizer.convert_ids_to_tokens([ids[col], batch["labels"][row, col], guesses[row, col]])
-        rows.append({"context": f"{left} ___ {right}", "shown": shown, "truth": truth, "guess": guess,
-                     "probability": float(probs[row, col])})
-    return rows
 
 
 # ---- one complete run (`mlm-course pretrain`) ----------------------------------------------------------------------
@@ -505,7 +373,7 @@ def run(
     check_enough_examples(len(train_blocks), config.batch_size)
     model, name = starting_model(settings, tokenizer, config.seed)
     config = replace(config, extra={**config.extra, **_recorded_settings(settings, name)})
-    accelerator = make_accelerator(config.device, config.effective_precision)
+    accelerator = make_accelerator(config.device, config.precision)
     config = replace(config, steps=_planned_steps(out, resume, model, tokenizer, train_blocks, config, settings,
                                                   accelerator))
     check_output_dir(out)

@@ -30,11 +30,11 @@ import torch
 from tqdm.auto import tqdm  # a widget bar in Jupyter (ipywidgets), text elsewhere
 
 from mlm_course import device as devices
+from mlm_course import run_files
 from mlm_course.device import lean_batch, to_device
 
 Batch = dict[str, torch.Tensor]
 CHECKPOINT_POINTER = "latest_checkpoint.txt"
-METRICS_FILE = "metrics.jsonl"
 
 
 class InvalidSettings(ValueError):
@@ -46,53 +46,64 @@ class InvalidSettings(ValueError):
         super().__init__(f"invalid {kind} settings: " + "; ".join(f"{k} {v}" for k, v in problems.items()))
 
 
-@dataclass
-class TrainConfig:
-    """Optimisation settings. ``warmup`` < 1 is a fraction of ``steps``, otherwise a step count."""
+@dataclass(kw_only=True)
+class OptimiserSettings:
+    """What pretraining and fine-tuning share: batches, AdamW, the warm-up and linear decay, logging, seed, device,
+    precision. Warm-up lasts ``warmup_steps`` optimiser steps when given, else ``warmup_ratio`` of the run."""
 
-    steps: int = 1000
     batch_size: int = 32
     grad_accum: int = 1
     lr: float = 5e-4
-    warmup: float = 0.06
+    warmup_ratio: float = 0.06
+    warmup_steps: int | None = None
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-6
     grad_clip: float | None = 1.0
-    eval_every: int = 200
-    save_every: int = 500
     log_every: int = 10
     seed: int = 0
     device: str | None = None
-    mixed_precision: bool = True  # False forces fp32 whatever ``precision`` says
     precision: str = "auto"  # auto, fp32, bf16, fp16 (see mlm_course.device.precision_dtype)
     compile: bool = False  # torch.compile the training step (the evaluation runs eagerly)
+
+    def _problems(self, counts: tuple[str, ...]) -> dict[str, str]:
+        """Each bad field and what is wrong with it: ``counts`` (and the shared counts) must be ≥ 1 (or None)."""
+        problems = {name: f"must be ≥ 1, not {getattr(self, name)!r}"
+                    for name in ("batch_size", "grad_accum", "log_every", *counts)
+                    if getattr(self, name) is not None and not getattr(self, name) >= 1}
+        if not self.lr > 0:
+            problems["lr"] = f"must be > 0, not {self.lr!r}"
+        if not 0 <= self.warmup_ratio <= 1:
+            problems["warmup_ratio"] = f"must be a fraction of the steps in [0, 1], not {self.warmup_ratio!r}"
+        steps = self.warmup_steps
+        if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 0):
+            problems["warmup_steps"] = f"must be a whole number of steps ≥ 0, not {self.warmup_steps!r}"
+        if self.precision not in devices.PRECISIONS:
+            problems["precision"] = f"must be one of {', '.join(devices.PRECISIONS)}, not {self.precision!r}"
+        return problems
+
+    def warmup_for(self, total_steps: int) -> int:
+        """Optimiser steps of warm-up in a run of ``total_steps``."""
+        return self.warmup_steps if self.warmup_steps is not None else int(self.warmup_ratio * total_steps)
+
+
+@dataclass(kw_only=True)
+class TrainConfig(OptimiserSettings):
+    """Settings of a :class:`TrainLoop` run (pretraining defaults; :class:`OptimiserSettings` has the shared ones)."""
+
+    steps: int = 1000
+    eval_every: int = 200
+    save_every: int = 500
     minutes: float | None = None  # wall-clock budget: stop, save and report when it is spent
     extra: dict[str, Any] = field(default_factory=dict)  # recorded with the checkpoint (data, masking, …)
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
-        counts = ("steps", "batch_size", "grad_accum", "eval_every", "save_every", "log_every")
-        problems = {name: f"must be ≥ 1, not {getattr(self, name)!r}" for name in counts
-                    if not getattr(self, name) >= 1}
-        if not self.lr > 0:
-            problems["lr"] = f"must be > 0, not {self.lr!r}"
-        if not self.warmup >= 0:
-            problems["warmup"] = f"must be ≥ 0 (a fraction of the steps below 1, else a count), not {self.warmup!r}"
+        problems = self._problems(("steps", "eval_every", "save_every"))
         if self.minutes is not None and not self.minutes > 0:
             problems["minutes"] = f"must be > 0 (or None: no budget), not {self.minutes!r}"
         if problems:
             raise InvalidSettings("training", problems)
-        if self.precision not in devices.PRECISIONS:
-            raise ValueError(f"unknown precision {self.precision!r}: use one of {', '.join(devices.PRECISIONS)}")
-
-    @property
-    def warmup_steps(self) -> int:
-        return int(self.warmup * self.steps) if self.warmup < 1 else int(self.warmup)
-
-    @property
-    def effective_precision(self) -> str:
-        return self.precision if self.mixed_precision else "fp32"
 
 
 def step_seed(seed: int, step: int, stream: int = 0) -> int:
@@ -130,35 +141,6 @@ def linear_schedule(warmup_steps: int, total_steps: int) -> Callable[[int], floa
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return factor
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temporary file and a rename: readers never see half a file."""
-    path = Path(path)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        json.dump(data, handle, indent=2)
-        temp = Path(handle.name)
-    os.replace(temp, path)
-
-
-def read_metrics(out_dir: str | os.PathLike) -> list[dict]:
-    """The metrics log of a run, one dict per line."""
-    path = Path(out_dir) / METRICS_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"no {METRICS_FILE} in {out_dir}: is this a training output folder?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def check_output_dir(out_dir: str | os.PathLike) -> Path:
-    """Create ``out_dir`` if needed and prove it is writable, with a clear error otherwise."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        raise PermissionError(f"cannot write to the output folder {out} ({exc.strerror}): choose another --out") from exc
-    return out
 
 
 @dataclass
@@ -216,7 +198,7 @@ class TrainLoop:
         accelerator=None,
     ):
         self.config = config
-        self.accelerator = accelerator or devices.make_accelerator(config.device, config.effective_precision)
+        self.accelerator = accelerator or devices.make_accelerator(config.device, config.precision)
         self.device = self.accelerator.device
         self.main = self.accelerator.is_main_process
         self.slots = config.grad_accum * self.accelerator.num_processes
@@ -224,7 +206,7 @@ class TrainLoop:
         self.batch_for_step, self.evaluate_fn, self.after_evaluation = batch_for_step, evaluate, after_evaluation
         self.out_dir = Path(out_dir) if out_dir is not None else None
         if self.out_dir is not None and self.main:
-            check_output_dir(self.out_dir)
+            run_files.check_output_dir(self.out_dir)
         self.save_model = save_model or (lambda m, path: m.save_pretrained(path))
         self.load_model = load_model or (load_saved_weights if save_model is None else None)
         self.checkpoints, self.eval_split, self.progress = checkpoints, eval_split, progress
@@ -238,7 +220,7 @@ class TrainLoop:
         if config.compile:
             self.module = torch.compile(self.module, dynamic=True)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer.optimizer, linear_schedule(config.warmup_steps, config.steps))
+            self.optimizer.optimizer, linear_schedule(config.warmup_for(config.steps), config.steps))
         self.description = devices.describe_accelerator(self.accelerator, tf32=self.tf32, compiled=config.compile)
         self.step, self.metrics, self.stop_requested, self.last_eval_step = 0, [], False, -1
         self._running: dict[str, torch.Tensor] = {}  # sums since the last training row, on the device
@@ -333,8 +315,7 @@ class TrainLoop:
     def log(self, row: dict) -> None:
         self.metrics.append(row)
         if self.out_dir is not None and self.main:
-            with open(self.out_dir / METRICS_FILE, "a") as handle:
-                handle.write(json.dumps(row) + "\n")
+            run_files.append_metrics(self.out_dir, row)
 
     def run_evaluation(self) -> dict[str, float]:
         """``evaluate`` on the plain model (no DDP, not compiled), logged; may request a stop."""
@@ -370,7 +351,7 @@ class TrainLoop:
         cfg = self.config
         resumed = self.resume() if resume else False
         if not resumed and self.out_dir is not None and self.main:
-            (self.out_dir / METRICS_FILE).write_text("")
+            run_files.rewrite_metrics(self.out_dir, [])
         self._start = time.perf_counter()
         self._bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and self.main),
                          desc="training", leave=False)
@@ -439,11 +420,11 @@ class TrainLoop:
         running = state.get("running", {"sums": {}, "steps": 0})  # older checkpoints: a window from here
         self._running = {key: value.to(self.device) for key, value in running["sums"].items()}
         self._running_n = running["steps"]
-        if self.out_dir is not None and (self.out_dir / METRICS_FILE).exists():
-            self.metrics = [m for m in read_metrics(self.out_dir) if m["step"] <= self.step]
+        if self.out_dir is not None and (self.out_dir / run_files.METRICS_FILE).exists():
+            self.metrics = [m for m in run_files.read_metrics(self.out_dir) if m["step"] <= self.step]
             self.accelerator.wait_for_everyone()
             if self.main:
-                _rewrite_metrics(self.out_dir, self.metrics)
+                run_files.rewrite_metrics(self.out_dir, self.metrics)
         return True
 
 
@@ -453,14 +434,12 @@ def _write_checkpoint(loop: TrainLoop, final: Path, running: dict) -> None:
     temp = Path(tempfile.mkdtemp(dir=out, prefix=f".{final.name}-"))
     loop.save_model(loop.model, temp / "model")
     torch.save(loop.trainer_state(running), temp / "trainer_state.pt")
-    write_json_atomic(temp / "config.json", asdict(loop.config))
+    run_files.write_json_atomic(temp / "config.json", asdict(loop.config))
     if final.exists():
         shutil.rmtree(final)
     os.replace(temp, final)
     previous = loop.latest_checkpoint()
-    with tempfile.NamedTemporaryFile("w", dir=out, delete=False) as handle:
-        handle.write(final.name)
-    os.replace(handle.name, out / CHECKPOINT_POINTER)
+    run_files.write_text_atomic(out / CHECKPOINT_POINTER, final.name)
     if previous is not None and previous != final and previous.exists():
         shutil.rmtree(previous)
 
@@ -488,12 +467,6 @@ def load_saved_weights(model: torch.nn.Module, folder: Path) -> None:
     if reshaped or unexpected or [k for k in missing if k not in tied and "decoder.weight" not in k]:
         raise ValueError(f"the checkpoint in {folder.parent} does not fit this model (other shapes {reshaped[:3]}, "
                          f"missing {missing[:3]}, unexpected {unexpected[:3]}): use the configuration it was trained with")
-
-
-def _rewrite_metrics(out_dir: Path, rows: list[dict]) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=out_dir, delete=False) as handle:
-        handle.writelines(json.dumps(row) + "\n" for row in rows)
-    os.replace(handle.name, out_dir / METRICS_FILE)
 
 
 def cycle_batches(n_examples: int, batch_size: int, seed: int) -> Callable[[int, int], torch.Tensor]:

@@ -5,7 +5,7 @@
 
 A function's size is ``end_lineno - lineno + 1`` of its ``def`` (decorators not counted, nested functions
 counted in their parent too and on their own). ``mlm_course/exercises`` (exercise data) is left out. Exits with
-1 when a limit is broken. ``tests/test_sizes.py`` runs :func:`oversized` against a shrinking allow-list.
+1 when a limit is broken. ``tests/test_sizes.py`` asserts that :func:`oversized` finds nothing.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from mlm_course import corpus, finetune, models
-from mlm_course.training import write_json_atomic
+from mlm_course.run_files import write_json_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "finetune_comparison.json"
 ORDER = ("bow", "random", "course", "minilm", "bert-base")
@@ -73,7 +73,7 @@ def run_bow(quick: bool) -> dict:
 def run_bert(key: str, name: str, epochs: int, lr: float, args) -> dict:
     per_epoch = -(-len(corpus.sentiment("train")) // 32)
     config = finetune.FinetuneConfig(
-        epochs=epochs, batch_size=32, lr=lr, warmup=0.1, eval_every=max(1, per_epoch // 2), patience=3, seed=0,
+        epochs=epochs, batch_size=32, lr=lr, warmup_ratio=0.1, eval_every=max(1, per_epoch // 2), patience=3, seed=0,
         precision="auto", max_steps=args.quick_steps if args.quick else None,
         pad_to_multiple_of=8 if torch.cuda.is_available() else None,
     )

@@ -91,7 +91,7 @@ def finetune_bf16(dry: bool, work: Path) -> dict:
             continue
         per_epoch = -(-8455 // 32)
         config = finetune.FinetuneConfig(
-            epochs=budget["epochs"], batch_size=32, lr=budget["lr"], warmup=0.1, patience=3, seed=0,
+            epochs=budget["epochs"], batch_size=32, lr=budget["lr"], warmup_ratio=0.1, patience=3, seed=0,
             eval_every=2 if dry else max(1, per_epoch // 2), max_steps=2 if dry else None,
             precision="bf16", device="cpu" if dry else None)
         name = "random:tiny" if dry else key  # the dry run checks the plumbing, not the models

@@ -23,13 +23,13 @@ import torch
 
 from mlm_course import label_efficiency as le
 from mlm_course import word_order
-from mlm_course.training import write_json_atomic
+from mlm_course.run_files import write_json_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "pretraining_payoff.json"
 #: the domain-adapted checkpoint of the stored results: 1,000 steps from the course checkpoint on the unlabelled
 #: sentiment training sentences (never dev or test); dropout 0 and 10 % short sequences as in the checkpoint's last
 #: stage, half its peak learning rate
-DAPT_COMMAND = ("mlm-course pretrain --init-from course --corpus reviews --steps 1000 --lr 5e-4 --warmup 0.1 "
+DAPT_COMMAND = ("mlm-course pretrain --init-from course --corpus reviews --steps 1000 --lr 5e-4 --warmup-ratio 0.1 "
                 "--dropout 0 --short-seq-prob 0.1 --save-every 250 --precision fp32 --out runs/dapt")
 
 

@@ -1,14 +1,14 @@
 """Copy a finished `mlm-course pretrain` run into the package as the course checkpoint.
 
-    mlm-course pretrain --config tiny --steps 14000 --lr 3e-3 --warmup 700 --dropout 0 \
+    mlm-course pretrain --config tiny --steps 14000 --lr 3e-3 --warmup-steps 700 --dropout 0 \
         --eval-every 500 --save-every 1000 --out runs/course-bert
-    mlm-course pretrain --init-from runs/course-bert --steps 18000 --lr 1.5e-3 --warmup 500 --dropout 0 \
+    mlm-course pretrain --init-from runs/course-bert --steps 18000 --lr 1.5e-3 --warmup-steps 500 --dropout 0 \
         --eval-every 1000 --save-every 1000 --seed 1 --out runs/course-bert-stage2
     python scripts/ship_checkpoint.py runs/course-bert-stage2 --command "..." \
         --after runs/course-bert --after-command "..."
     cp -r mlm_course/data/course-bert runs/course-bert-stages12
     mlm-course pretrain --init-from runs/course-bert-stage2 --short-seq-prob 0.1 --steps 16000 --lr 1e-3 \
-        --warmup 500 --dropout 0 --eval-every 1000 --save-every 1000 --seed 3 --out runs/course-bert-stage3
+        --warmup-steps 500 --dropout 0 --eval-every 1000 --save-every 1000 --seed 3 --out runs/course-bert-stage3
     python scripts/ship_checkpoint.py runs/course-bert-stage3 --command "..." --after runs/course-bert-stages12
 
 Copies the final model and tokenizer (save_pretrained files), metrics.jsonl and results.json into
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mlm_course import corpus
 from mlm_course.models import load_mlm
-from mlm_course.pretraining import probe_hits
+from mlm_course.probes import probe_hits
 
 FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "metrics.jsonl", "results.json")
 
@@ -58,7 +58,7 @@ folder to reproduce the chain.)
 | this checkpoint | {loss:.3f} | {ppl:.0f} | {top1:.1%} | {top5:.1%} |
 | unigram frequencies | {u_loss:.3f} | {u_ppl:.0f} | {u_top1:.1%} | {u_top5:.1%} |
 
-Fill-mask on the {n_probes} probe sentences of `mlm_course.pretraining.PROBE_SENTENCES` (written for the course, not in
+Fill-mask on the {n_probes} probe sentences of `mlm_course.probes.PROBE_SENTENCES` (written for the course, not in
 the corpus): an accepted answer is in the top 5 for {hits} of them. The learning curve is in `metrics.jsonl`.
 
 ## Licence

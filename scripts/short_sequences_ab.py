@@ -19,14 +19,8 @@ import torch
 
 from mlm_course import corpus, tokenization
 from mlm_course.models import load_for_training
-from mlm_course.pretraining import (
-    MaskSpec,
-    evaluate_masked_lm,
-    frozen_eval_batches,
-    pack_blocks,
-    pretrain,
-    probe_hits,
-)
+from mlm_course.pretraining import MaskSpec, evaluate_masked_lm, frozen_eval_batches, pack_blocks, pretrain
+from mlm_course.probes import probe_hits
 from mlm_course.training import TrainConfig
 
 
@@ -59,7 +53,7 @@ def main() -> None:
     print(json.dumps({"model": "before", **scores(start(), tokenizer, long_eval, short_eval)}), flush=True)
     for share in args.shares:
         model = start()
-        config = TrainConfig(steps=args.steps, batch_size=32, lr=args.lr, warmup=max(1, args.steps // 10),
+        config = TrainConfig(steps=args.steps, batch_size=32, lr=args.lr, warmup_steps=max(1, args.steps // 10),
                              eval_every=10**9, save_every=10**9, seed=5)
         pretrain(model, tokenizer, train, long_eval[:32], config, short_share=share, progress=False)
         print(json.dumps({"model": f"+{args.steps} steps, short share {share}",

@@ -61,3 +61,20 @@ def fail_forward():
         return seen
 
     return apply
+
+
+@pytest.fixture(scope="session")
+def course_tok():
+    """The course's own WordPiece tokenizer (8k vocabulary), shipped in the package."""
+    return tokenization.course_tokenizer()
+
+
+@pytest.fixture
+def small_bert(course_tok):
+    """A BERT of the ``TINY`` shape on the course vocabulary: ``small_bert(seed, max_length)``."""
+    from mlm_course import models
+
+    def build(seed: int = 0, max_length: int = 64) -> BertForMaskedLM:
+        return models.build_model("tiny", course_tok, seed=seed, max_length=max_length, **TINY)
+
+    return build

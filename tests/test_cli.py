@@ -13,7 +13,17 @@ def test_help_lists_the_commands(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    assert "pretrain" in out and "fill-mask" in out
+    assert all(command in out for command in ("pretrain", "fill-mask", "finetune", "data"))
+
+
+def test_data_counts_the_shipped_splits(capsys):
+    """The sentiment counts the fine-tuning help quotes (8,455 / 1,056 / 1,057) and the BERT vocabulary's size."""
+    assert cli.main(["data"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert {split: c["sentences"] for split, c in counts["sentiment"].items()} == {
+        "train": 8455, "dev": 1056, "test": 1057}
+    assert all(c["positive"] + c["negative"] == c["sentences"] for c in counts["sentiment"].values())
+    assert counts["vocab_size"] == 30522
 
 
 def test_pretrain_help_explains_the_options(capsys):
@@ -33,7 +43,7 @@ def test_bad_mask_mix_is_refused(capsys):
 @pytest.mark.parametrize(("option", "value"), [
     ("--steps", "0"), ("--mask-rate", "1.5"), ("--mask-rate", "0"), ("--mask-mix", "0.5,0.5,0.5"),
     ("--short-seq-prob", "2"), ("--dropout", "1"), ("--lr", "0"), ("--batch-size", "0"), ("--seq-len", "2"),
-    ("--max-chars", "0"), ("--minutes", "0"),
+    ("--max-chars", "0"), ("--minutes", "0"), ("--warmup-ratio", "1.5"), ("--warmup-steps", "-1"),
 ])
 def test_a_bad_option_is_refused_by_name_before_anything_is_written(tmp_path, capsys, option, value):
     """`--steps 0` used to train 1,000 steps; a bad mask rate was found after plan.json was written."""
@@ -45,6 +55,24 @@ def test_a_bad_option_is_refused_by_name_before_anything_is_written(tmp_path, ca
     assert exit_info.value.code == 2
     assert f"error: {option} " in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("option", "value"), [("--epochs", "0"), ("--warmup-ratio", "-0.1"), ("--lr", "0"),
+                                                ("--patience", "0"), ("--precision", "fp64")])
+def test_a_bad_finetune_option_is_refused_by_name_before_anything_is_written(tmp_path, capsys, option, value):
+    """FinetuneConfig's errors used to end in a traceback, after the output folder was checked."""
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["finetune", "--model", "random:tiny", "--out", str(out), option, value, "--no-progress"])
+    assert exit_info.value.code == 2
+    assert f"{option} " in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_warmup_is_a_ratio_or_a_count_not_both(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["pretrain", "--out", str(tmp_path / "run"), "--warmup-ratio", "0.1", "--warmup-steps", "5"])
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_size_and_a_model_to_start_from_are_refused_together(tmp_path, capsys):
@@ -157,7 +185,7 @@ def test_init_from_continues_a_saved_model(tmp_path):
     assert _pretrain(first) == 0
     saved = BertForMaskedLM.from_pretrained(first)
     assert cli.main(["pretrain", "--init-from", str(first), "--out", str(second), "--steps", "1", "--batch-size", "4",
-                     "--seq-len", "32", "--max-chars", "20000", "--lr", "1e-12", "--warmup", "0",
+                     "--seq-len", "32", "--max-chars", "20000", "--lr", "1e-12", "--warmup-steps", "0",
                      "--no-progress"]) == 0
     results = json.loads((second / "results.json").read_text())
     assert results["config"] == "tiny" and results["train_config"]["extra"]["init_from"] == str(first)

@@ -118,9 +118,10 @@ def test_mps_dtype(fake, mps_bf16, dtype):
     assert device.choose().autocast_dtype is dtype
 
 
-def test_mixed_precision_off(fake):
+def test_fp32_turns_autocast_off(fake):
     fake(cuda=True, cpu_flags=("avx512_bf16",))
-    assert device.choose(mixed_precision=False).autocast_dtype is None
+    assert device.choose().autocast_dtype is torch.bfloat16
+    assert device.choose(precision="fp32").autocast_dtype is None
 
 
 def test_explicit_cpu_overrides_available_gpu(fake):

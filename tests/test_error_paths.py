@@ -22,7 +22,7 @@ def _bert(**overrides) -> BertForMaskedLM:
 
 
 def _loop(model, out_dir) -> TrainLoop:
-    config = TrainConfig(steps=2, batch_size=2, lr=1e-3, warmup=0, save_every=1, eval_every=10, log_every=1,
+    config = TrainConfig(steps=2, batch_size=2, lr=1e-3, warmup_steps=0, save_every=1, eval_every=10, log_every=1,
                          device="cpu")
     ids = torch.randint(1, VOCAB, (2, 8), generator=torch.Generator().manual_seed(0))
     return TrainLoop(model, config, batch_for_step=lambda step, slot: {"input_ids": ids, "labels": ids},

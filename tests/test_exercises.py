@@ -1,6 +1,7 @@
 """Every registered exercise accepts its reference solution and rejects each listed wrong answer."""
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -106,6 +107,51 @@ def test_multiple_choice_names_the_misconception_of_each_wrong_letter():
     with pytest.raises(ValueError, match="one hint for every option"):
         exercises.multiple_choice("zz.8", "Why?", options, "a", {"b": "hint b"})
     assert "zz.8" not in exercises._REGISTRY
+
+
+def test_numeric_declaration_grades_and_lists_its_wrong_answers():
+    from mlm_course.exercises import Between, Near
+
+    wrong = {3.0: "h3", (4.0, 5.0): "h45", Near(0.0): "zero", Near(10.0, abs_tol=1.0): "ten", Between(100, math.inf): "big"}
+    ex = exercises.numeric("zz.9", "give 2", 2.0, wrong=wrong, fallback="fb")
+    try:
+        verdicts = {x: exercises.grade("zz.9", x) for x in (2.00019, 2.0003, 3.0002, 5, 0.0, 1e-9, 10.9, 11.1, 1e9)}
+        assert verdicts == {2.00019: None, 2.0003: "fb", 3.0002: "h3", 5: "h45", 0.0: "zero", 1e-9: "fb",
+                            10.9: "ten", 11.1: "fb", 1e9: "big"}  # rel_tol 1e-4 by default; Near(0.0) is exact
+        assert ex.solution() == 2.0 and "could not check" in exercises.grade("zz.9", "two")
+        assert ex.wrong_answers[:5] == (3.0, 4.0, 5.0, 0.0, 10.0) and ex.wrong_answers[5] > 100
+        assert exercises.grade("zz.9", ex.wrong_answers[-1]) == "fb" and len(ex.wrong_answers) == 7
+    finally:
+        del exercises._REGISTRY["zz.9"]
+
+
+def test_numeric_whole_number_answers_match_exactly():
+    grade, wrong_answers = exercises.numeric_grader("zz", 7, wrong={8: "h8", (1, 2): "h12"}, fallback="fb",
+                                                    not_whole="whole!")
+    assert [grade(x) for x in (7, 7.0, "7", 8, 2, 9, 7.5, 7.0000001, math.inf)] == [
+        None, None, None, "h8", "h12", "fb", "whole!", "whole!", "whole!"]
+    assert wrong_answers[:3] == (8, 1, 2) and grade(wrong_answers[3]) == "fb" and wrong_answers[4] == 7.5
+    assert "not one" in exercises.numeric_grader("zz", 7, wrong={8: "h8"}, fallback="fb")[0](6.5)
+    with pytest.raises(ValueError, match="matched exactly"):
+        exercises.numeric_grader("zz", 7, wrong={8: "h8"}, fallback="fb", abs_tol=0.5)
+    with pytest.raises(ValueError, match="holds no whole number"):
+        exercises.numeric_grader("zz", 7, wrong={8.5: "h"}, fallback="fb")
+
+
+@pytest.mark.parametrize(("wrong", "message"), [
+    ({2.0001: "h"}, "within tolerance of the answer"),  # rel_tol 1e-4 accepts 2.0001 as the answer
+    ({exercises.Near(1.5, abs_tol=0.6): "h"}, "within tolerance of the answer"),
+    ([(3.0, "h"), (3.0, "h again")], "already caught by 3.0"),
+    ({3.0: "h", 3.0001: "h again"}, "already caught by 3.0"),
+    ({(4.0, 4.0): "h"}, "already caught by 4.0"),
+    ({}, "at least one"),
+    ({3.0: ""}, "a hint"),
+    ({exercises.Between(5, 5): "h"}, "holds no number"),
+])
+def test_numeric_declaration_refuses_a_wrong_value_it_could_never_report(wrong, message):
+    with pytest.raises(ValueError, match=message):
+        exercises.numeric("zz.9", "give 2", 2.0, wrong=wrong, fallback="fb")
+    assert "zz.9" not in exercises._REGISTRY
 
 
 def test_welch_reference_equals_scipy():

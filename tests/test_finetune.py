@@ -43,7 +43,7 @@ def tiny_classifier(tok, seed: int = 0) -> BertForSequenceClassification:
 
 
 def quick_config(**overrides) -> ft.FinetuneConfig:
-    values = {"epochs": 3, "batch_size": 16, "lr": 3e-3, "warmup": 0.1, "eval_every": 8, "patience": None,
+    values = {"epochs": 3, "batch_size": 16, "lr": 3e-3, "warmup_ratio": 0.1, "eval_every": 8, "patience": None,
               "log_every": 4, "device": "cpu", "precision": "fp32"}
     return ft.FinetuneConfig(**{**values, **overrides})
 
@@ -309,7 +309,7 @@ def test_precision_errors():
         ft.make_accelerator("cpu", "fp16")
     with pytest.raises(ValueError, match="unknown precision"):
         ft.make_accelerator("cpu", "int8")
-    with pytest.raises(ValueError, match="unknown precision"):
+    with pytest.raises(ValueError, match="precision must be one of auto"):
         ft.FinetuneConfig(precision="fp64")
 
 

@@ -77,6 +77,19 @@ def test_summary_is_the_t_interval_over_seeds():
     assert entry["collapsed"] == 1 and entry["runs"] == 3
 
 
+def test_summary_and_differences_list_budgets_fewest_labels_first_whatever_order_the_grids_ran_in():
+    """A grid merged in later (MiniLM at 100 and all labels) used to print its budgets after the others."""
+    def run(model, budget, n_train, seed, accuracy):
+        return {"task": "t", "model": model, "budget": budget, "n_train": n_train, "seed": seed,
+                "test_accuracy": accuracy, "collapsed": False}
+
+    rows = [run(m, b, n, s, 0.5 + n / 10_000 + s / 100) for m in ("a", "b")
+            for b, n in ((300, 300), (None, 2180), (50, 50)) for s in (0, 1)]
+    rows += [run("a", 100, 100, s, 0.6) for s in (0, 1)]
+    assert [e["budget"] for e in le.summarise(rows, "t")["a"]] == [50, 100, 300, None]
+    assert list(le.differences(rows, "t", "a", "b")) == [50, 300, None]
+
+
 def test_collapse_counts_are_per_recipe_and_leave_out_bag_of_words():
     rows = [{"model": "random", "recipe": "before", "collapsed": True},
             {"model": "course", "recipe": "before", "collapsed": False},
@@ -169,3 +182,21 @@ def test_differences_are_gaps_of_means_with_the_combined_standard_error():
 def test_an_unknown_model_without_a_source_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="model='nope': use one of random, course, minilm, bow, course_pll"):
         le.run_one("word_order", "nope", 50, seed=0, quick=True)
+
+
+def test_zero_shot_models_are_the_checkpoint_a_seeded_random_twin_and_minilm_when_installed():
+    import torch
+
+    from mlm_course import models
+
+    first, second = le.zero_shot_models(seed=3), le.zero_shot_models(seed=3)
+    shipped, _ = models.load_mlm("course")
+    weights = {name: dict(pair[0].named_parameters()) for name, pair in first.items()}
+    assert all(torch.equal(p, weights["course"][n]) for n, p in shipped.named_parameters())
+    random_twin = weights["random"]["bert.encoder.layer.0.attention.self.query.weight"]
+    assert random_twin.shape == weights["course"]["bert.encoder.layer.0.attention.self.query.weight"].shape
+    assert not torch.equal(random_twin, weights["course"]["bert.encoder.layer.0.attention.self.query.weight"])
+    assert torch.equal(random_twin, dict(second["random"][0].named_parameters())[
+        "bert.encoder.layer.0.attention.self.query.weight"])  # the same seed, the same random model
+    assert ("minilm" in first) == (models.minilm_dir() is not None)
+    assert all(not model.training for model, _ in first.values())

@@ -95,6 +95,15 @@ def test_fill_mask_needs_a_mask(tiny_model, bert_tok):
         models.fill_mask(tiny_model(), bert_tok, "[MASK]", top_k=0)
 
 
+def test_saving_and_loading_write_no_progress_bar(tiny_model, bert_tok, tmp_path, capfd):
+    """Importing models turns transformers' weight-loading bars off: a notebook output must not hold them."""
+    tiny_model().save_pretrained(tmp_path)
+    bert_tok.save_pretrained(tmp_path)
+    models.load_mlm(tmp_path)
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err + captured.out and "it/s" not in captured.err
+
+
 def test_load_from_a_saved_folder(tiny_model, bert_tok, tmp_path):
     model = tiny_model()
     model.save_pretrained(tmp_path)

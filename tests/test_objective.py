@@ -1,16 +1,14 @@
-"""mlm_loss, masked_accuracy and pseudo-log-likelihood against torch, transformers and hand-computed values."""
+"""mlm_loss, its training path masked_lm_loss, masked_accuracy and pseudo-log-likelihood against torch,
+transformers and hand-computed values."""
 
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course import corpus, masking, models, objective, pretraining, tokenization
-from mlm_course.training import TrainConfig
+from mlm_course import corpus, masking, models, objective, pretraining
 
-SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
 # bf16 autocast vs float32 forward pass: the measured relative difference of the loss was ≤ 5e-5 on these random
 # models and 8e-5 on the tiny course checkpoint (2-core CPU). bf16 keeps 8 significant bits (each logit rounded by up
 # to 2^-9 ≈ 2e-3 relative), and a model with larger, peakier logits moves the loss more, so the stated bound is 2e-2.
@@ -18,14 +16,10 @@ SMALL = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "i
 BF16_RTOL = 2e-2
 
 
-@pytest.fixture(scope="module")
-def course_tok():
-    return tokenization.course_tokenizer()
 
-
-@pytest.fixture(scope="module")
-def small_model(course_tok):
-    return models.build_model("tiny", course_tok, seed=0, max_length=64, **SMALL).eval()
+@pytest.fixture
+def small_model(small_bert):
+    return small_bert().eval()
 
 
 def _masked_batch(tok, seed=0, pad=False):
@@ -47,8 +41,8 @@ def _masked_batch(tok, seed=0, pad=False):
 
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_mlm_loss_equals_cross_entropy_and_bert_loss(course_tok, pad, seed):
-    model = models.build_model("tiny", course_tok, seed=seed, max_length=64, **SMALL).eval()
+def test_mlm_loss_equals_cross_entropy_and_bert_loss(small_bert, course_tok, pad, seed):
+    model = small_bert(seed, 64).eval()
     ids, attention, labels = _masked_batch(course_tok, seed, pad)
     if pad:
         assert (attention == 0).any() and (labels[attention == 0] == -100).all()
@@ -154,6 +148,75 @@ def test_mlm_loss_errors():
         objective.mlm_loss(logits, torch.zeros(2, 3, dtype=torch.long), reduction="avg")
     with pytest.raises(ValueError, match="batch of sequences"):
         objective.mlm_loss(torch.randn(3, 5), torch.zeros(3, dtype=torch.long), reduction="per_sequence_mean")
+
+
+# ---- masked_lm_loss: the same loss on the training path ------------------------------------------------------
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("by_index", [False, True])
+def test_masked_lm_loss_is_mlm_loss(course_tok, small_model, sparse, by_index):
+    ids, attention, labels = _masked_batch(course_tok, 2, pad=True)
+    batch = {"input_ids": ids, "attention_mask": attention, "labels": labels}
+    if by_index:
+        batch["masked_positions"] = objective.masked_positions(labels)
+        assert torch.equal(labels.flatten()[batch["masked_positions"]], labels[labels != -100])
+    with torch.no_grad():
+        fast, metrics = objective.masked_lm_loss(small_model, batch, sparse=sparse)
+        logits = small_model(input_ids=ids, attention_mask=attention).logits
+    assert fast.dtype == torch.float32 and fast.dim() == 0
+    assert torch.allclose(fast, objective.mlm_loss(logits, labels), atol=1e-5, rtol=0)
+    assert math.isclose(float(metrics["accuracy"]), objective.masked_accuracy(logits, labels), abs_tol=1e-7)
+
+
+def test_masked_lm_loss_is_mlm_loss_under_bf16_autocast(course_tok, small_model):
+    ids, attention, labels = _masked_batch(course_tok, 3, pad=True)
+    batch = {"input_ids": ids, "attention_mask": attention, "labels": labels}
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        fast, _ = objective.masked_lm_loss(small_model, batch, sparse=False)
+        logits = small_model(input_ids=ids, attention_mask=attention).logits
+    assert logits.dtype == torch.bfloat16 and fast.dtype == torch.float32  # both computed in float32
+    assert torch.allclose(fast, objective.mlm_loss(logits, labels), atol=1e-5, rtol=0)
+
+
+@pytest.fixture
+def blocks(bert_tok, sample_text):
+    return pretraining.pack_blocks([sample_text, sample_text.upper()], bert_tok, seq_len=32)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_sparse_logits_loss_equals_full_logits_and_library_loss(tiny_model, blocks, bert_tok, dropout):
+    """In train mode: one seed draws the same dropout masks in the encoder (the MLM head has none), so the sparse
+    loss equals the full-logits and the library loss even with dropout on; another seed changes it only then."""
+    model = tiny_model(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout).train()
+    batch = pretraining.mask_blocks(blocks, bert_tok, masking.MaskSpec(), torch.Generator().manual_seed(1))
+
+    def seeded(loss, seed=0):
+        torch.manual_seed(seed)
+        return loss()
+
+    sparse = seeded(lambda: objective.masked_lm_loss(model, batch, sparse=True)[0])
+    full = seeded(lambda: objective.masked_lm_loss(model, batch, sparse=False)[0])
+    library = seeded(lambda: model(**batch).loss)
+    assert torch.allclose(sparse, full, atol=1e-6) and torch.allclose(sparse, library, atol=1e-6)
+    other_seed = seeded(lambda: objective.masked_lm_loss(model, batch, sparse=True)[0], seed=1)
+    assert torch.allclose(other_seed, sparse, atol=1e-6) is (dropout == 0.0)  # dropout really acts at 0.1
+
+
+def test_sparse_gradients_equal_full_gradients(tiny_model, blocks, bert_tok):
+    batch = pretraining.mask_blocks(blocks, bert_tok, masking.MaskSpec(), torch.Generator().manual_seed(2))
+    grads = []
+    for sparse in (True, False):
+        model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        objective.masked_lm_loss(model, batch, sparse=sparse)[0].backward()
+        grads.append(model.bert.embeddings.word_embeddings.weight.grad)
+    assert torch.allclose(*grads, atol=1e-6)
+
+
+def test_batch_without_masked_positions_is_an_error(tiny_model, blocks):
+    batch = {"input_ids": blocks, "attention_mask": torch.ones_like(blocks), "labels": torch.full_like(blocks, -100)}
+    with pytest.raises(ValueError, match="no masked position"):
+        objective.masked_lm_loss(tiny_model(), batch)
 
 
 # ---- masked_accuracy ---------------------------------------------------------------------------------------------
@@ -264,20 +327,18 @@ def test_pll_restores_training_mode(course_tok, small_model):
 
 
 def _scorers(course_tok):
-    """Each function that switches a model to eval mode for scoring, called on one short input."""
-    batch = pretraining.mask_blocks(torch.tensor([course_tok("a short one.")["input_ids"]]), course_tok,
-                                    pretraining.MaskSpec(rate=0.5), torch.Generator().manual_seed(0))
+    """Each function that switches a model to eval mode for scoring, called on one short input (the experiments'
+    :func:`~mlm_course.experiments.evaluate_by_action` is checked in test_experiments.py)."""
     return {
         "pll": lambda m: objective.pseudo_log_likelihood(m, course_tok, "a short one."),
         "pll_naive": lambda m: objective.pseudo_log_likelihood_naive(m, course_tok, "a short one."),
-        "by_action": lambda m: objective.evaluate_by_action(m, [batch], course_tok.mask_token_id),
     }
 
 
-@pytest.mark.parametrize("scorer", ["pll", "pll_naive", "by_action"])
-def test_scoring_restores_training_mode_when_the_forward_pass_fails(course_tok, scorer, fail_forward):
+@pytest.mark.parametrize("scorer", ["pll", "pll_naive"])
+def test_scoring_restores_training_mode_when_the_forward_pass_fails(small_bert, course_tok, scorer, fail_forward):
     """A forward pass that raises (out of memory, say) must not leave a training model in eval mode."""
-    model = models.build_model("tiny", course_tok, seed=0, max_length=64, **SMALL).train()
+    model = small_bert(0, 64).train()
     seen = fail_forward(model)
     with pytest.raises(RuntimeError, match="simulated"):
         _scorers(course_tok)[scorer](model)
@@ -312,69 +373,9 @@ def test_scramble_keeps_the_words():
     assert objective.scramble(s, seed=0) == shuffled
 
 
-# ---- the labels = input_ids bug ----------------------------------------------------------------------------------
-
-
-def test_buggy_batch_has_the_corrupted_ids_as_labels(course_tok):
-    blocks = pretraining.pack_blocks([corpus.pretraining_text("heldout", max_chars=20_000)], course_tok, 32)[:4]
-    before = blocks.clone()
-    spec = pretraining.MaskSpec()
-    good = pretraining.mask_blocks(blocks, course_tok, spec, torch.Generator().manual_seed(5))
-    bad = objective.buggy_mask_blocks(blocks, course_tok, spec, torch.Generator().manual_seed(5))
-    assert torch.equal(blocks, before)  # the caller's blocks are not modified
-    assert torch.equal(bad["input_ids"], good["input_ids"])  # the same corruption
-    assert bad["labels"] is bad["input_ids"]  # one tensor: the labels *are* the corrupted input
-    assert (bad["labels"] != -100).all()  # every position, [CLS] and [SEP] included, is in the loss
-    masked = good["input_ids"] == course_tok.mask_token_id
-    assert masked.any() and (bad["labels"][masked] == course_tok.mask_token_id).all()
-
-
-def test_actions_of_recovers_mask_tokens_actions(course_tok):
-    blocks = pretraining.pack_blocks([corpus.pretraining_text("heldout", max_chars=40_000)], course_tok, 64)[:16]
-    mb = masking.mask_tokens(blocks, special_ids=course_tok.all_special_ids, mask_token_id=course_tok.mask_token_id,
-                             vocab_size=len(course_tok), generator=torch.Generator().manual_seed(0))
-    got = objective.actions_of(mb.as_dict(), course_tok.mask_token_id)
-    same_draw = (mb.action == masking.RANDOM) & (mb.input_ids == blocks)  # a random draw of the original token
-    assert torch.equal(got[~same_draw], mb.action.long()[~same_draw])
-    assert (got[same_draw] == masking.KEPT).all()
-
-
-def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
-    blocks = pretraining.pack_blocks([corpus.pretraining_text("heldout", max_chars=40_000)], course_tok, 32)[:16]
-    batches = pretraining.frozen_eval_batches(blocks, course_tok, pretraining.MaskSpec(), batch_size=8)
-    ref = pretraining.evaluate_masked_lm(small_model, batches)
-    got = objective.evaluate_by_action(small_model, batches, course_tok.mask_token_id)
-    assert math.isclose(got["all"]["loss"], ref["loss"], abs_tol=1e-5)
-    assert math.isclose(got["all"]["top1"], ref["top1"], abs_tol=1e-9)
-    assert got["all"]["tokens"] == ref["tokens"] == sum(got[a]["tokens"] for a in masking.ACTION_NAMES[1:])
-    assert got["[MASK]"]["mask"] == got["[MASK]"]["copy"]  # at a [MASK] position, copying = predicting [MASK]
-    # the 95 % interval of the mean loss: 1.96 standard errors of the per-token losses, from F.cross_entropy
-    with torch.no_grad():
-        logits, labels = zip(*(pretraining.masked_lm_outputs(small_model, b) for b in batches), strict=True)
-    per_token = F.cross_entropy(torch.cat(logits).double(), torch.cat(labels), reduction="none")
-    assert math.isclose(got["all"]["loss_ci95"], 1.96 * float(per_token.std()) / math.sqrt(len(per_token)), rel_tol=1e-4)
-    assert got["unchanged"]["loss_ci95"] > got["all"]["loss_ci95"]  # fewer tokens, wider interval
-
-
-def test_train_with_batches_is_pretrains_loop(course_tok):
-    blocks = pretraining.pack_blocks([corpus.pretraining_text("train", max_chars=20_000)], course_tok, 16)[:32]
-    config = TrainConfig(steps=3, batch_size=4, lr=1e-3, log_every=1, eval_every=100, mixed_precision=False)
-    a = models.build_model("tiny", course_tok, seed=0, max_length=16, **SMALL)
-    b = models.build_model("tiny", course_tok, seed=0, max_length=16, **SMALL)
-    ours = objective.train_with_batches(a, course_tok, blocks, config)
-    ref = pretraining.pretrain(b, course_tok, blocks, blocks[:4], config, progress=False)
-    losses = [[m["loss"] for m in r.metrics if m["split"] == "train"] for r in (ours, ref)]
-    assert losses[0] == losses[1] and len(losses[0]) == 3
-    buggy = objective.train_with_batches(
-        models.build_model("tiny", course_tok, seed=0, max_length=16, **SMALL), course_tok, blocks, config,
-        make_batch=objective.buggy_mask_blocks)
-    assert [m["loss"] for m in buggy.metrics if m["split"] == "train"] != losses[0]
-
-
-def test_bert_for_masked_lm_with_conftest_vocab(bert_tok):
+def test_bert_for_masked_lm_with_conftest_vocab(bert_tok, tiny_model):
     # the loss is vocabulary-agnostic: bert-base-uncased ids, padding, a different config
-    torch.manual_seed(1)
-    model = BertForMaskedLM(BertConfig(vocab_size=len(bert_tok), max_position_embeddings=64, **SMALL)).eval()
+    model = tiny_model(seed=1).eval()
     enc = bert_tok(["the quick brown fox jumps", "hello"], padding=True, return_tensors="pt")
     mb = masking.mask_tokens(enc["input_ids"], attention_mask=enc["attention_mask"], special_ids=bert_tok.all_special_ids,
                              mask_token_id=bert_tok.mask_token_id, vocab_size=len(bert_tok), rate=0.5,

@@ -1,4 +1,5 @@
-"""Masked-LM pretraining pieces: packing, the sparse-logits loss, frozen evaluation masks, the baseline."""
+"""Masked-LM pretraining pieces: packing, masking blocks, frozen evaluation masks, the baseline (the loss:
+test_objective.py)."""
 
 import math
 
@@ -38,41 +39,6 @@ def test_mask_blocks_follows_the_conventions(blocks, bert_tok):
     assert torch.equal(batch["labels"][selected], blocks[selected])
     assert not selected[:, 0].any() and not selected[:, -1].any()
     assert torch.equal(batch["input_ids"][~selected], blocks[~selected])
-
-
-@pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_sparse_logits_loss_equals_full_logits_and_library_loss(tiny_model, blocks, bert_tok, dropout):
-    """In train mode: one seed draws the same dropout masks in the encoder (the MLM head has none), so the sparse
-    loss equals the full-logits and the library loss even with dropout on; another seed changes it only then."""
-    model = tiny_model(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout).train()
-    batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(), torch.Generator().manual_seed(1))
-
-    def seeded(loss, seed=0):
-        torch.manual_seed(seed)
-        return loss()
-
-    sparse = seeded(lambda: pretraining.masked_lm_loss(model, batch, sparse=True)[0])
-    full = seeded(lambda: pretraining.masked_lm_loss(model, batch, sparse=False)[0])
-    library = seeded(lambda: model(**batch).loss)
-    assert torch.allclose(sparse, full, atol=1e-6) and torch.allclose(sparse, library, atol=1e-6)
-    other_seed = seeded(lambda: pretraining.masked_lm_loss(model, batch, sparse=True)[0], seed=1)
-    assert torch.allclose(other_seed, sparse, atol=1e-6) is (dropout == 0.0)  # dropout really acts at 0.1
-
-
-def test_sparse_gradients_equal_full_gradients(tiny_model, blocks, bert_tok):
-    batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(), torch.Generator().manual_seed(2))
-    grads = []
-    for sparse in (True, False):
-        model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        pretraining.masked_lm_loss(model, batch, sparse=sparse)[0].backward()
-        grads.append(model.bert.embeddings.word_embeddings.weight.grad)
-    assert torch.allclose(*grads, atol=1e-6)
-
-
-def test_batch_without_masked_positions_is_an_error(tiny_model, blocks):
-    batch = {"input_ids": blocks, "attention_mask": torch.ones_like(blocks), "labels": torch.full_like(blocks, -100)}
-    with pytest.raises(ValueError, match="no masked position"):
-        pretraining.masked_lm_loss(tiny_model(), batch)
 
 
 def test_evaluation_masks_are_frozen(blocks, bert_tok):
@@ -148,7 +114,7 @@ def test_copying_baseline_top5_is_the_mixtures_top5():
 
 def test_pretraining_learns_the_sample(tiny_model, blocks, bert_tok, tmp_path):
     model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    config = TrainConfig(steps=60, batch_size=4, lr=3e-3, warmup=5, eval_every=60, device="cpu", seed=0)
+    config = TrainConfig(steps=60, batch_size=4, lr=3e-3, warmup_steps=5, eval_every=60, device="cpu", seed=0)
     result = pretraining.pretrain(model, bert_tok, blocks, blocks, config, spec=MaskSpec(rate=0.3),
                                   out_dir=tmp_path, progress=False)
     evals = [m for m in result.metrics if m["split"] == "eval"]
@@ -170,7 +136,7 @@ def _batches_seen(model, blocks, tokenizer, monkeypatch, **options):
         return real_loss(model, batch, sparse=sparse)
 
     monkeypatch.setattr(pretraining, "masked_lm_loss", recording_loss)
-    config = TrainConfig(steps=3, batch_size=len(blocks), lr=1e-3, warmup=0, eval_every=100, device="cpu", seed=0)
+    config = TrainConfig(steps=3, batch_size=len(blocks), lr=1e-3, warmup_steps=0, eval_every=100, device="cpu", seed=0)
     pretraining.pretrain(model, tokenizer, blocks, blocks, config, progress=False, **options)
     return [sorted(map(tuple, batch.tolist())) for batch in seen]  # the epoch's rows, in a canonical order
 
@@ -243,6 +209,7 @@ def test_shipped_checkpoint_figures_are_what_its_weights_compute():
 
     from mlm_course import corpus
     from mlm_course.models import load_mlm
+    from mlm_course.probes import probe_hits
 
     model, tok = load_mlm("course")
     results = json.loads((corpus.course_checkpoint_dir() / "results.json").read_text())
@@ -255,7 +222,7 @@ def test_shipped_checkpoint_figures_are_what_its_weights_compute():
     curve = [json.loads(line) for line in (corpus.course_checkpoint_dir() / "metrics.jsonl").read_text().splitlines()]
     assert [row for row in curve if row["split"] == "eval"][-1]["loss"] == results["heldout"]["loss"]
     assert sum(stage["steps"] for stage in results["stages"]) == results["steps"] == curve[-1]["step"]
-    hits = pretraining.probe_hits(model, tok)
+    hits = probe_hits(model, tok)
     assert [row["guesses"] for row in hits] == [row["guesses"] for row in results["probes"]["rows"]]
     assert sum(row["hit"] for row in hits) == results["probes"]["hits"] > len(hits) / 2  # issue 4: "most of the time"
 
@@ -270,18 +237,3 @@ def test_pretraining_settings_name_every_bad_field():
                                          "short_seq_prob", "corpus"}
     settings = pretraining.PretrainSettings(mask_rate=0.3, mask_mix=[1.0, 0.0, 0.0], scheme="fixed")
     assert settings.mask == MaskSpec(rate=0.3, mix=(1.0, 0.0, 0.0), scheme="fixed")
-
-
-def test_confident_wrong_fills_are_wrong_sorted_and_scored_in_eval_mode(tiny_model, blocks, bert_tok):
-    model = tiny_model().train()
-    batch = pretraining.mask_blocks(blocks[:4], bert_tok, MaskSpec(), torch.Generator().manual_seed(0))
-    fills = pretraining.confident_wrong_fills(model, bert_tok, batch, k=5)
-    with torch.no_grad():
-        model.eval()
-        probs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.softmax(-1)
-    model.train()
-    best, guesses = probs.max(-1)
-    wrong = (batch["labels"] != -100) & (guesses != batch["labels"])
-    expected = best[wrong].sort(descending=True).values[:5]
-    assert [f["probability"] for f in fills] == pytest.approx(expected.tolist())  # dropout off: eval-mode scores
-    assert all(f["guess"] != f["truth"] for f in fills) and model.training  # back in train mode afterwards

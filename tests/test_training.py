@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mlm_course import finetune as ft
-from mlm_course import training
+from mlm_course import run_files, training
 from mlm_course.training import TrainConfig, TrainLoop
 
 TINY_CLASSIFIER = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
@@ -44,13 +44,27 @@ def test_linear_schedule_warms_up_then_decays_to_zero():
     assert factor(4) == 1.0 and factor(7) == pytest.approx(0.5) and factor(10) == 0.0
 
 
-def test_warmup_fraction_and_count():
-    assert TrainConfig(steps=200, warmup=0.05).warmup_steps == 10
-    assert TrainConfig(steps=200, warmup=30).warmup_steps == 30
+def test_warmup_ratio_or_steps():
+    assert TrainConfig(steps=200, warmup_ratio=0.05).warmup_for(200) == 10
+    assert TrainConfig(steps=200, warmup_steps=30).warmup_for(200) == 30
+    assert TrainConfig(steps=200, warmup_ratio=0.05, warmup_steps=0).warmup_for(200) == 0  # a count wins
+
+
+def test_both_loops_share_the_optimiser_settings():
+    """Fine-tuning's loop settings carry every shared field of its own settings, its defaults being its own."""
+    from mlm_course.finetune import FinetuneConfig
+    from mlm_course.finetune.loop import _loop_config
+
+    tuned = FinetuneConfig(lr=3e-5, warmup_steps=7, grad_accum=2, precision="fp32", seed=4, log_every=3)
+    loop = _loop_config(tuned, batches_per_epoch=10, slots=2)
+    for name in ("lr", "warmup_steps", "grad_accum", "precision", "seed", "log_every", "betas", "eps"):
+        assert getattr(loop, name) == getattr(tuned, name), name
+    assert (FinetuneConfig().betas, TrainConfig().betas) == ((0.9, 0.999), (0.9, 0.98))  # BERT vs RoBERTa betas
 
 
 @pytest.mark.parametrize("bad", [{"steps": 0}, {"lr": 0.0}, {"batch_size": 0}, {"grad_accum": 0}, {"minutes": 0},
-                                 {"steps": 0, "warmup": -1}])
+                                 {"steps": 0, "warmup_ratio": -0.1}, {"warmup_ratio": 2.0}, {"warmup_steps": -1},
+                                 {"warmup_steps": 2.5}, {"precision": "fp64"}])
 def test_invalid_config_is_a_clear_error(bad):
     with pytest.raises(training.InvalidSettings, match="invalid training settings") as error:
         TrainConfig(**bad)
@@ -96,7 +110,7 @@ def _regression_trainer(out_dir, steps=6, save_every=3, seed=0, log_every=1, sav
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8), torch.nn.Dropout(0.2), torch.nn.Linear(8, 1))
     x = torch.randn(64, 4, generator=torch.Generator().manual_seed(1))
     y = x.sum(-1, keepdim=True)
-    config = TrainConfig(steps=steps, batch_size=8, lr=1e-2, warmup=2, save_every=save_every, eval_every=2,
+    config = TrainConfig(steps=steps, batch_size=8, lr=1e-2, warmup_steps=2, save_every=save_every, eval_every=2,
                          log_every=log_every, seed=seed, device="cpu", **extra)
     pick = training.cycle_batches(64, 8, seed)
 
@@ -139,10 +153,10 @@ def test_resumed_run_reaches_the_same_weights(tmp_path):
 def test_resume_keeps_metrics_consistent(tmp_path):
     first = _regression_trainer(tmp_path)
     first.train()
-    rows_before = training.read_metrics(tmp_path)
+    rows_before = run_files.read_metrics(tmp_path)
     again = _regression_trainer(tmp_path)
     assert again.resume() and again.step == 6
-    assert training.read_metrics(tmp_path) == rows_before
+    assert run_files.read_metrics(tmp_path) == rows_before
 
 
 def test_resume_with_other_settings_is_refused(tmp_path):
@@ -190,7 +204,7 @@ def test_resumed_run_logs_what_an_uninterrupted_run_logs(tmp_path):
     resumed = _regression_trainer(tmp_path / "killed", **settings).train(resume=True)
     assert [row["step"] for row in _train_rows(whole.metrics)] == [4, 8, 10]
     assert _train_rows(resumed.metrics) == _train_rows(whole.metrics)
-    assert _train_rows(training.read_metrics(tmp_path / "killed")) == _train_rows(whole.metrics)
+    assert _train_rows(run_files.read_metrics(tmp_path / "killed")) == _train_rows(whole.metrics)
 
 
 def test_a_budget_stop_logs_its_last_partial_window(tmp_path):
@@ -253,7 +267,7 @@ def test_gradient_accumulation_matches_a_big_batch(tmp_path):
     def run(batch_size, accum):
         m = torch.nn.Linear(3, 1)
         m.load_state_dict(model.state_dict())
-        cfg = TrainConfig(steps=1, batch_size=batch_size, grad_accum=accum, lr=0.1, warmup=0, weight_decay=0.0,
+        cfg = TrainConfig(steps=1, batch_size=batch_size, grad_accum=accum, lr=0.1, warmup_steps=0, weight_decay=0.0,
                           grad_clip=None, device="cpu")
         parts = x.split(batch_size), y.split(batch_size)
         t = TrainLoop(m, cfg, batch_for_step=lambda s, i: {"x": parts[0][i], "y": parts[1][i]},
@@ -262,26 +276,6 @@ def test_gradient_accumulation_matches_a_big_batch(tmp_path):
         return m.weight.detach().clone()
 
     assert torch.allclose(run(16, 1), run(8, 2), atol=1e-6)
-
-
-def test_unwritable_output_folder_is_a_clear_error(tmp_path):
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a folder")
-    with pytest.raises(PermissionError, match="choose another --out"):
-        training.check_output_dir(blocker / "run")
-
-
-def test_write_json_atomic_leaves_no_temp_file(tmp_path):
-    path = tmp_path / "x.json"
-    training.write_json_atomic(path, {"a": 1})
-    training.write_json_atomic(path, {"a": 2})
-    assert json.loads(path.read_text()) == {"a": 2}
-    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
-
-
-def test_read_metrics_missing_folder(tmp_path):
-    with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
-        training.read_metrics(tmp_path)
 
 
 # ---- no waiting for the device inside a step -------------------------------------------------------------------
@@ -333,7 +327,7 @@ def test_counter_sees_the_waits_it_claims_to():
 def test_pretraining_steps_wait_for_the_device_only_when_logging(tiny_model, blocks, bert_tok, syncs_per_step):
     from mlm_course.pretraining import MaskSpec, pretrain
 
-    config = TrainConfig(steps=6, batch_size=4, lr=1e-3, warmup=2, log_every=3, eval_every=100, device="cpu",
+    config = TrainConfig(steps=6, batch_size=4, lr=1e-3, warmup_steps=2, log_every=3, eval_every=100, device="cpu",
                          precision="fp32")
     pretrain(tiny_model(), bert_tok, blocks, blocks, config, spec=MaskSpec(rate=0.3), progress=False)
     quiet = {step: calls for step, calls in syncs_per_step if step % 3}
@@ -363,7 +357,8 @@ def test_lean_batch_drops_a_full_mask_and_turns_padding_into_the_sdpa_mask(bert_
 
 
 def test_sparse_logits_by_host_side_positions_equal_boolean_selection(tiny_model, blocks, bert_tok):
-    from mlm_course.pretraining import MaskSpec, mask_blocks, masked_lm_outputs, masked_positions
+    from mlm_course.objective import masked_lm_outputs, masked_positions
+    from mlm_course.pretraining import MaskSpec, mask_blocks
 
     model = tiny_model().eval()
     batch = mask_blocks(blocks[:4], bert_tok, MaskSpec(rate=0.3), torch.Generator().manual_seed(0))
@@ -394,7 +389,7 @@ def test_cuda_steps_never_synchronise_except_when_logging(tiny_model, blocks, be
 
     monkeypatch.setattr(training.TrainLoop, "run_step", run_step)
     for precision in ("bf16", "fp32"):
-        config = TrainConfig(steps=6, batch_size=4, lr=1e-3, warmup=2, log_every=3, eval_every=100, device="cuda",
+        config = TrainConfig(steps=6, batch_size=4, lr=1e-3, warmup_steps=2, log_every=3, eval_every=100, device="cuda",
                              precision=precision)
         pretrain(tiny_model(), bert_tok, blocks, blocks, config, spec=MaskSpec(rate=0.3), progress=False)
 
@@ -408,7 +403,7 @@ def test_bf16_pretraining_stays_within_005_nats_of_fp32(tiny_model, blocks, bert
 
     losses = {}
     for precision in ("fp32", "bf16"):
-        config = TrainConfig(steps=40, batch_size=4, lr=3e-3, warmup=5, eval_every=100, device="cpu", seed=0,
+        config = TrainConfig(steps=40, batch_size=4, lr=3e-3, warmup_steps=5, eval_every=100, device="cpu", seed=0,
                              precision=precision)
         result = pretrain(tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), bert_tok, blocks,
                           blocks, config, spec=MaskSpec(rate=0.3), progress=False)
@@ -435,7 +430,7 @@ def test_schedule_does_not_advance_on_a_step_the_loss_scaler_skipped():
     accelerator = make_accelerator("cpu", "fp32")
     accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
     x = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
-    config = TrainConfig(steps=4, batch_size=8, warmup=4, lr=0.1, log_every=1, eval_every=100, grad_clip=None,
+    config = TrainConfig(steps=4, batch_size=8, warmup_steps=4, lr=0.1, log_every=1, eval_every=100, grad_clip=None,
                          device="cpu", precision="fp32")
 
     def batch_for_step(step, slot):

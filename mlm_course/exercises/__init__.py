@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 import pkgutil
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,10 +137,122 @@ def multiple_choice(exercise_id: str, question: str, options: dict[str, str], co
     return register(Exercise(exercise_id, prompt, grade, lambda: correct, wrong))
 
 
+@dataclass(frozen=True)
+class Near:
+    """A wrong value caught with its own tolerance (``math.isclose``), for a mistake whose band differs from the
+    exercise's (``Near(0.0)`` is exactly 0)."""
+
+    value: float
+    rel_tol: float = 0.0
+    abs_tol: float = 0.0
+
+
+@dataclass(frozen=True)
+class Between:
+    """Every wrong value above ``low`` and up to ``high`` (either may be infinite), e.g. a share above 1."""
+
+    low: float
+    high: float
+
+
+def _caught(key: Any, value: float, rel_tol: float, abs_tol: float) -> bool:
+    if isinstance(key, Between):
+        return key.low < value <= key.high
+    if isinstance(key, Near):
+        return math.isclose(value, key.value, rel_tol=key.rel_tol, abs_tol=key.abs_tol)
+    return math.isclose(value, key, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+def _example(key: Any, whole: bool) -> float:
+    """One value that ``key`` catches (what the tests feed the grader)."""
+    if isinstance(key, Between):
+        if math.isfinite(key.low) and math.isfinite(key.high):
+            value = (key.low + key.high) / 2
+        else:
+            value = key.low + abs(key.low) + 1 if math.isfinite(key.low) else key.high - abs(key.high) - 1
+    else:
+        value = key.value if isinstance(key, Near) else key
+    return round(value) if whole else value
+
+
+def _wrong_entries(name: str, answer: float, wrong: Any, tol: tuple[float, float], whole: bool) -> list:
+    """``wrong`` as (value, hint) pairs, a tuple of values sharing one hint split up; refuses a value the answer's
+    tolerance accepts, a value an earlier one already catches, and (for whole-number answers) a fraction."""
+    items = list(wrong.items()) if isinstance(wrong, Mapping) else list(wrong)
+    entries = [(key, hint) for keys, hint in items for key in (keys if isinstance(keys, tuple) else (keys,))]
+    if not entries:
+        raise ValueError(f"{name}: declare at least one common wrong value with its hint.")
+    for i, (key, hint) in enumerate(entries):
+        if not isinstance(hint, str) or not hint:
+            raise ValueError(f"{name}: give the wrong value {key!r} a hint (a non-empty string), not {hint!r}.")
+        example = _example(key, whole)
+        if not _caught(key, example, *tol):  # a fraction, or an empty band
+            raise ValueError(f"{name}: the wrong value {key!r} holds no {'whole ' if whole else ''}number, as the "
+                             f"answer {answer!r} does: declare it as the answer's kind of number.")
+        if _caught(key, answer, *tol) or math.isclose(example, answer, rel_tol=tol[0], abs_tol=tol[1]):
+            raise ValueError(f"{name}: the wrong value {key!r} is within tolerance of the answer {answer!r}; "
+                             "remove it or tighten the tolerance.")
+        earlier = next((k for k, _ in entries[:i] if _caught(k, example, *tol)), None)
+        if earlier is not None:
+            raise ValueError(f"{name}: the wrong value {key!r} is already caught by {earlier!r}, so its hint could "
+                             "never be shown; declare each mistake once.")
+    return entries
+
+
+def numeric_grader(name: str, answer: float, *, wrong: Mapping[Any, str] | Sequence[tuple[Any, str]],
+                   fallback: str, rel_tol: float | None = None, abs_tol: float | None = None,
+                   whole: bool | None = None, not_whole: str | None = None) -> tuple[Grader, tuple[Any, ...]]:
+    """The grader of a number and the wrong answers that prove it, from one declaration.
+
+    The grader accepts ``answer`` within ``rel_tol``/``abs_tol`` (default 1e-4/1e-6, as ``math.isclose``), returns
+    the hint of the first ``wrong`` value within that tolerance (a key may be a number, a :class:`Near` with its own
+    tolerance, a :class:`Between` band, or a tuple of these sharing one hint), else ``fallback``. A whole-number
+    answer (``whole``, by default when ``answer`` is an int) is matched exactly and a fraction gets ``not_whole``.
+    The wrong answers are one example of every wrong value, one that gets ``fallback`` (and a fraction if whole).
+    """
+    whole = isinstance(answer, int) if whole is None else whole
+    if isinstance(answer, bool) or not isinstance(answer, int | float) or not math.isfinite(answer):
+        raise ValueError(f"{name}: the answer must be a finite int or float, not {answer!r}.")
+    if whole and (rel_tol is not None or abs_tol is not None or answer != int(answer)):
+        raise ValueError(f"{name}: a whole-number answer is matched exactly: give an int answer and no tolerance, "
+                         "or pass whole=False.")
+    tol = (0.0, 0.0) if whole else (1e-4 if rel_tol is None else rel_tol, 1e-6 if abs_tol is None else abs_tol)
+    entries = _wrong_entries(name, answer, wrong, tol, whole)
+
+    def hint_for(value: float) -> str | None:
+        if math.isclose(value, answer, rel_tol=tol[0], abs_tol=tol[1]):
+            return None
+        return next((hint for key, hint in entries if _caught(key, value, *tol)), fallback)
+
+    def grade(given: Any) -> str | None:
+        if not whole:
+            return hint_for(float(given))
+        fraction = not_whole or f"the answer is a whole number; {given!r} is not one."
+        if isinstance(given, float) and not given.is_integer():  # inf and nan too
+            return fraction
+        value = int(given)  # a string or a tensor too
+        return fraction if not isinstance(given, int) and float(given) != value else hint_for(value)
+
+    tries = (2 * answer + 1, -3 * answer - 7, 10 * answer + 123.5, 7919.5)
+    off = next((v for v in ((round(t) if whole else t) for t in tries) if hint_for(v) == fallback), None)
+    if off is None:
+        raise ValueError(f"{name}: the wrong values catch every number tried for the fallback hint; narrow them.")
+    examples = (*(_example(key, whole) for key, _ in entries), off, *((answer + 0.5,) if whole else ()))
+    return grade, examples
+
+
+def numeric(exercise_id: str, prompt: str, answer: float, *, wrong: Mapping[Any, str] | Sequence[tuple[Any, str]],
+            fallback: str, **tolerance: Any) -> Exercise:
+    """Register a number-answer exercise declared as data: the answer, its tolerance (``rel_tol``, ``abs_tol``,
+    ``whole``, ``not_whole``: see :func:`numeric_grader`) and ``{common wrong value: its hint}``."""
+    grade, wrong_answers = numeric_grader(exercise_id, answer, wrong=wrong, fallback=fallback, **tolerance)
+    return register(Exercise(exercise_id, prompt, grade, lambda: answer, wrong_answers))
+
+
 def unsolved(chapter: str | None = None) -> list[str]:
     """Ids (of ``chapter``, or all) that no :func:`check` call has accepted in this Python session."""
     return [ex.id for ex in all_exercises(chapter) if ex.id not in _SOLVED]
 
 
 __all__ = ["Exercise", "register", "get", "all_exercises", "grade", "check", "solution", "solution_source",
-           "unsolved", "multiple_choice"]
+           "unsolved", "multiple_choice", "numeric", "numeric_grader", "Near", "Between"]

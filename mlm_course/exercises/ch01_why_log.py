@@ -6,71 +6,47 @@ import math
 
 import torch
 
-from mlm_course.exercises import Exercise, multiple_choice, register
+from mlm_course.exercises import Exercise, multiple_choice, numeric, register
 
 # ---- 01.1: the log-probability of a sentence ---------------------------------------------------------------------
 _PROBS = (0.2, 0.05, 0.5, 0.1)  # a model's probabilities for the 4 tokens of a sentence
 _LOGP_11 = sum(math.log(p) for p in _PROBS)  # ln 0.0005 = -7.6009...
 
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
-
-
-def _grade_11(answer) -> str | None:
-    a = float(answer)
-    if _close(a, _LOGP_11):
-        return None
-    if _close(a, math.log10(math.prod(_PROBS))):
-        return "that is log10 (base 10). The course works in nats: use math.log (natural log), not math.log10."
-    if _close(a, math.log2(math.prod(_PROBS))):
-        return "that is log2 (bits). The question asks for nats: use math.log."
-    if _close(a, -_LOGP_11):
-        return "that is the negative log-likelihood; a log-probability of a probability < 1 is negative."
-    if _close(a, math.prod(_PROBS)):
-        return "that is the probability itself (the product); take its natural log, or sum the logs."
-    if _close(a, _LOGP_11 / len(_PROBS)):
-        return "that is the mean log-probability per token; the sentence's log-probability is the sum."
-    return "sum math.log(p) over the four token probabilities."
-
-
-register(Exercise(
-    id="01.1",
-    prompt=f"A model gives the 4 tokens of a sentence the probabilities {_PROBS}. What is ln p(sentence), in nats?",
-    grade=_grade_11,
-    solution=lambda: _LOGP_11,
-    wrong_answers=(math.log10(0.0005), math.log2(0.0005), -_LOGP_11, 0.0005, _LOGP_11 / 4, -5.0),
-))
+numeric(
+    "01.1",
+    f"A model gives the 4 tokens of a sentence the probabilities {_PROBS}. What is ln p(sentence), in nats?",
+    _LOGP_11,
+    wrong={
+        math.log10(math.prod(_PROBS)):
+            "that is log10 (base 10). The course works in nats: use math.log (natural log), not math.log10.",
+        math.log2(math.prod(_PROBS)): "that is log2 (bits). The question asks for nats: use math.log.",
+        -_LOGP_11: "that is the negative log-likelihood; a log-probability of a probability < 1 is negative.",
+        math.prod(_PROBS): "that is the probability itself (the product); take its natural log, or sum the logs.",
+        _LOGP_11 / len(_PROBS): "that is the mean log-probability per token; the sentence's log-probability is the sum.",
+    },
+    fallback="sum math.log(p) over the four token probabilities.",
+)
 
 # ---- 01.2: perplexity -------------------------------------------------------------------------------------------
 _NLL_MEAN = -_LOGP_11 / len(_PROBS)
 _PPL_12 = math.exp(_NLL_MEAN)  # = 0.0005 ** (-1/4) = 6.687...
 
-
-def _grade_12(answer) -> str | None:
-    a = float(answer)
-    if _close(a, _PPL_12):
-        return None
-    if _close(a, math.exp(-_LOGP_11)):
-        return "you exponentiated the summed NLL; perplexity is exp of the *mean* NLL per token (divide by 4 first)."
-    if _close(a, _NLL_MEAN):
-        return "that is the mean NLL in nats; perplexity is exp(mean NLL)."
-    if _close(a, _NLL_MEAN / math.log(2)):
-        return "that is bits per token; perplexity is exp(mean NLL in nats) = 2 ** (bits per token)."
-    if _close(a, 2**_NLL_MEAN) or _close(a, 10**_NLL_MEAN):
-        return "mixed bases: the mean NLL is in nats, so exponentiate with e (math.exp), not 2 or 10."
-    if _close(a, 1 / (sum(_PROBS) / len(_PROBS))):
-        return "1 / (arithmetic mean of p) is not perplexity; perplexity is 1 / (geometric mean of p) = exp(mean NLL)."
-    return "compute the mean of −ln p over the 4 tokens, then math.exp of it."
-
-
-register(Exercise(
-    id="01.2",
-    prompt=f"What is the perplexity of the model on that sentence (token probabilities {_PROBS})?",
-    grade=_grade_12,
-    solution=lambda: _PPL_12,
-    wrong_answers=(math.exp(-_LOGP_11), _NLL_MEAN, _NLL_MEAN / math.log(2), 2**_NLL_MEAN, 1 / 0.2125, 1.0),
-))
+numeric(
+    "01.2",
+    f"What is the perplexity of the model on that sentence (token probabilities {_PROBS})?",
+    _PPL_12,
+    wrong={
+        math.exp(-_LOGP_11):
+            "you exponentiated the summed NLL; perplexity is exp of the *mean* NLL per token (divide by 4 first).",
+        _NLL_MEAN: "that is the mean NLL in nats; perplexity is exp(mean NLL).",
+        _NLL_MEAN / math.log(2): "that is bits per token; perplexity is exp(mean NLL in nats) = 2 ** (bits per token).",
+        (2**_NLL_MEAN, 10**_NLL_MEAN):
+            "mixed bases: the mean NLL is in nats, so exponentiate with e (math.exp), not 2 or 10.",
+        1 / (sum(_PROBS) / len(_PROBS)):
+            "1 / (arithmetic mean of p) is not perplexity; perplexity is 1 / (geometric mean of p) = exp(mean NLL).",
+    },
+    fallback="compute the mean of −ln p over the 4 tokens, then math.exp of it.",
+)
 
 # ---- 01.3: where 0.25 ** n underflows in bfloat16 -------------------------------------------------------------
 # The notebook prints the answer for 0.5 (n = 134: 2**-134 is half of bfloat16's smallest subnormal 2**-133, a tie
@@ -78,38 +54,26 @@ register(Exercise(
 # 2**-134 at n = 67 is that same tie.
 _N_13 = 67
 
-
-def _grade_13(answer) -> str | None:
-    if isinstance(answer, float) and not answer.is_integer():
-        return ("a sequence length is a whole number: 0.25**n = 2**(-2n) jumps two halvings per factor, so ask "
-                "which whole n first lands at or below half of 2**-133.")
-    n = int(answer)
-    if n == _N_13:
-        return None
-    if n == 134:
-        return "134 is the length for p = 0.5; each factor 0.25 = 0.5**2 halves the product twice."
-    if n == 66:
-        return ("0.25**66 = 2**-132 is still above bfloat16's smallest subnormal 2**-133, so it is not 0 yet; "
-                "one more factor gives 2**-134.")
-    if n == 68:
-        return ("2**-134 (n = 67) is exactly half of the smallest subnormal 2**-133: a tie, and round-half-to-even "
-                "sends it to the even neighbour, 0 — not up to 2**-133.")
-    if n in (63, 64):
-        return "2**-126 is bfloat16's smallest *normal* number; subnormals go further down, to 2**-133."
-    if n in (75, 13, 538):
-        return ("that is the answer for another dtype (float32: 2**-149, float16: 2**-24, float64: 2**-1074); "
-                "bfloat16 keeps float32's exponent range but only 7 fraction bits, so its subnormals stop at 2**-133.")
-    return "write 0.25**n as a power of two and compare it with bfloat16's smallest subnormal, 2**-133."
-
-
-register(Exercise(
-    id="01.3",
-    prompt="At which sequence length n does the running product 0.25 · 0.25 · … (n factors), computed in bfloat16, "
+numeric(
+    "01.3",
+    "At which sequence length n does the running product 0.25 · 0.25 · … (n factors), computed in bfloat16, "
     "first become exactly 0.0? Reason it out from the p = 0.5 row of the table, then verify.",
-    grade=_grade_13,
-    solution=lambda: _N_13,
-    wrong_answers=(134, 66, 68, 64, 75, 13, 66.5, 100),
-))
+    _N_13,
+    wrong={
+        134: "134 is the length for p = 0.5; each factor 0.25 = 0.5**2 halves the product twice.",
+        66: ("0.25**66 = 2**-132 is still above bfloat16's smallest subnormal 2**-133, so it is not 0 yet; "
+                    "one more factor gives 2**-134."),
+        68: ("2**-134 (n = 67) is exactly half of the smallest subnormal 2**-133: a tie, and round-half-to-even "
+                    "sends it to the even neighbour, 0 — not up to 2**-133."),
+        (63, 64): "2**-126 is bfloat16's smallest *normal* number; subnormals go further down, to 2**-133.",
+        (75, 13, 538): ("that is the answer for another dtype (float32: 2**-149, float16: 2**-24, float64: 2**-1074); "
+                        "bfloat16 keeps float32's exponent range but only 7 fraction bits, so its subnormals stop at "
+                        "2**-133."),
+    },
+    not_whole=("a sequence length is a whole number: 0.25**n = 2**(-2n) jumps two halvings per factor, so ask "
+               "which whole n first lands at or below half of 2**-133."),
+    fallback="write 0.25**n as a power of two and compare it with bfloat16's smallest subnormal, 2**-133.",
+)
 
 # ---- 01.4: a stable log-softmax ---------------------------------------------------------------------------------
 _TEST_LOGITS = (
@@ -183,6 +147,18 @@ def _solution_15() -> torch.Tensor:
     return (torch.softmax(_LOGITS_15, -1) - one_hot) / len(_TARGET_15)
 
 
+def _wrong_15() -> tuple[tuple[torch.Tensor, str], ...]:
+    """The common wrong gradients, each with its hint (the grader tries them in this order)."""
+    ref, probs, n = _solution_15(), torch.softmax(_LOGITS_15, -1), len(_TARGET_15)
+    flipped = "the sign is flipped: the gradient of the loss is softmax − one_hot (descent then lowers it)."
+    no_target = "you forgot to subtract the one-hot target: ∂loss/∂z = (softmax(z) − one_hot(y)) / N."
+    return ((ref * n, "that is the gradient of the *summed* loss; reduction='mean' divides by the batch size (2)."),
+            (-ref, flipped), (-ref * n, flipped), (probs, no_target), (probs / 2, no_target))
+
+
+_WRONG_15 = _wrong_15()
+
+
 def _grade_15(answer) -> str | None:
     a = torch.as_tensor(answer, dtype=torch.float64)
     ref = _solution_15()
@@ -190,15 +166,9 @@ def _grade_15(answer) -> str | None:
         return f"the gradient has the logits' shape {tuple(ref.shape)}; yours has shape {tuple(a.shape)}."
     if torch.allclose(a, ref, atol=1e-4):
         return None
-    if torch.allclose(a, ref * len(_TARGET_15), atol=1e-4):
-        return "that is the gradient of the *summed* loss; reduction='mean' divides by the batch size (2)."
-    if torch.allclose(a, -ref, atol=1e-4) or torch.allclose(a, -ref * len(_TARGET_15), atol=1e-4):
-        return "the sign is flipped: the gradient of the loss is softmax − one_hot (descent then lowers it)."
-    probs = torch.softmax(_LOGITS_15, -1)
-    if torch.allclose(a, probs, atol=1e-4) or torch.allclose(a, probs / 2, atol=1e-4):
-        return "you forgot to subtract the one-hot target: ∂loss/∂z = (softmax(z) − one_hot(y)) / N."
-    return ("use ∂/∂z of −log softmax(z)_y = softmax(z) − one_hot(y), averaged over the batch; check with "
-            "autograd: F.cross_entropy(z, y).backward().")
+    return next((hint for wrong, hint in _WRONG_15 if torch.allclose(a, wrong, atol=1e-4)),
+                "use ∂/∂z of −log softmax(z)_y = softmax(z) − one_hot(y), averaged over the batch; check with "
+                "autograd: F.cross_entropy(z, y).backward().")
 
 
 register(Exercise(
@@ -207,13 +177,7 @@ register(Exercise(
     "F.cross_entropy(logits, targets) (mean reduction) with respect to the logits, as a 2×3 tensor.",
     grade=_grade_15,
     solution=_solution_15,
-    wrong_answers=(
-        _solution_15() * 2,
-        -_solution_15(),
-        torch.softmax(_LOGITS_15, -1),
-        torch.zeros(3),
-        torch.zeros(2, 3),
-    ),
+    wrong_answers=(*(wrong for wrong, _ in _WRONG_15), torch.zeros(3), torch.zeros(2, 3)),
 ))
 
 # ---- 01.6: explain why the log loss learns from confident mistakes -------------------------------------------

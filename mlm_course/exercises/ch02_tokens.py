@@ -9,16 +9,18 @@ from mlm_course.exercises import Exercise, multiple_choice, register
 # ---- 02.1: the ids of a sentence --------------------------------------------------------------------------------
 # bert-base-uncased: [CLS] the cat sat . [SEP] (ids are line numbers of vocab.txt, counted from 0)
 _IDS_21 = [101, 1996, 4937, 2938, 1012, 102]
+_WRONG_21 = (  # (a common wrong list, its hint)
+    (_IDS_21[1:-1], "those are the word ids only: tokenizer(text) adds [CLS] (101) in front and [SEP] (102) at the end."),
+    ([i + 1 for i in _IDS_21], "every id is one too high: ids are line numbers counted from 0, not from 1."),
+)
 
 
 def _grade_21(answer) -> str | None:
     answer = [int(a) for a in answer]
     if answer == _IDS_21:
         return None
-    if answer == _IDS_21[1:-1]:
-        return "those are the word ids only: tokenizer(text) adds [CLS] (101) in front and [SEP] (102) at the end."
-    if answer == [i + 1 for i in _IDS_21]:
-        return "every id is one too high: ids are line numbers counted from 0, not from 1."
+    if hint := next((hint for wrong, hint in _WRONG_21 if answer == wrong), None):
+        return hint
     if len(answer) != len(_IDS_21):
         return f"expected {len(_IDS_21)} ids ([CLS], 4 tokens, [SEP]); you gave {len(answer)}."
     return "compare with tokenizer('The cat sat.')['input_ids'] — which positions differ?"
@@ -29,12 +31,17 @@ register(Exercise(
     prompt="Give the list of input ids bert-base-uncased produces for 'The cat sat.' (with its special tokens).",
     grade=_grade_21,
     solution=lambda: list(_IDS_21),
-    wrong_answers=(_IDS_21[1:-1], [i + 1 for i in _IDS_21], [101, 1996, 4937, 102]),
+    wrong_answers=(*(wrong for wrong, _ in _WRONG_21), [101, 1996, 4937, 102]),
 ))
 
 # ---- 02.2: token_type_ids of a pair -----------------------------------------------------------------------------
 # [CLS] how old are you ? [SEP] i am six . [SEP]
 _TYPES_22 = [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
+_WRONG_22 = (  # (a common wrong list of the right length, its hint)
+    ([0] * 12, "all zeros is a single sentence: the second segment (sentence B) gets token_type_id 1."),
+    (_TYPES_22[:-1] + [0], "the final [SEP] closes sentence B, so it belongs to segment 1."),
+    ([0] * 6 + [1] * 6, "the first [SEP] closes sentence A, so it belongs to segment 0."),
+)
 
 
 def _grade_22(answer) -> str | None:
@@ -44,13 +51,8 @@ def _grade_22(answer) -> str | None:
     if len(answer) != len(_TYPES_22):
         return (f"the pair has {len(_TYPES_22)} tokens ([CLS] + 6 + [SEP] + 4 + [SEP]); you gave {len(answer)} "
                 "token_type_ids.")
-    if not any(answer):
-        return "all zeros is a single sentence: the second segment (sentence B) gets token_type_id 1."
-    if answer == _TYPES_22[:-1] + [0]:
-        return "the final [SEP] closes sentence B, so it belongs to segment 1."
-    if answer == [0] * 6 + [1] * 6:
-        return "the first [SEP] closes sentence A, so it belongs to segment 0."
-    return "print tokenizer('How old are you?', 'I am six.')['token_type_ids'] and compare."
+    return next((hint for wrong, hint in _WRONG_22 if answer == wrong),
+                "print tokenizer('How old are you?', 'I am six.')['token_type_ids'] and compare.")
 
 
 register(Exercise(
@@ -58,7 +60,7 @@ register(Exercise(
     prompt="Give the token_type_ids of the pair ('How old are you?', 'I am six.') under bert-base-uncased.",
     grade=_grade_22,
     solution=lambda: list(_TYPES_22),
-    wrong_answers=([0] * 12, _TYPES_22[:-1] + [0], [0] * 6 + [1] * 6, [0, 1]),
+    wrong_answers=(*(wrong for wrong, _ in _WRONG_22), [0, 1]),
 ))
 
 # ---- 02.3: greedy longest-match-first ---------------------------------------------------------------------------

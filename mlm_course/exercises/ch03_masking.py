@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from mlm_course.exercises import Exercise, multiple_choice, register
+from mlm_course.exercises import Exercise, multiple_choice, numeric, register
 
 # ---- 03.1: the original BERT count ------------------------------------------------------------------------------
 _LENGTHS_31 = (3, 17, 90, 150)  # none of them printed in the notebook
@@ -41,28 +41,19 @@ register(Exercise(
 ))
 
 # ---- 03.2: the conditional probability of the second coin -------------------------------------------------------
-
-
-def _grade_32(answer) -> str | None:
-    q = float(answer)
-    if math.isclose(q, 2 / 3, abs_tol=1e-3):
-        return None
-    if math.isclose(q, 0.2, abs_tol=1e-3):
-        return ("0.2 is the overall share, but the second coin only sees the 30 % that were not [MASK]ed: "
-                "q = 0.2 / 0.3. With q = 0.2 you would get 70 / 6 / 24.")
-    if math.isclose(q, 0.1, abs_tol=1e-3) or math.isclose(q, 1 / 3, abs_tol=1e-3):
-        return "q is P(random | not [MASK]) — random is the 0.2 share out of the 0.3 left, not the 'unchanged' share."
-    return "after the [MASK] coin 30 % remain; what fraction of those 30 % must become random to give 20 % overall?"
-
-
-register(Exercise(
-    id="03.2",
-    prompt=("Code draws `u1 < 0.7` → [MASK]; otherwise `u2 < q` → random, else unchanged. Which q gives the mix "
-            "70 % [MASK] / 20 % random / 10 % unchanged?"),
-    grade=_grade_32,
-    solution=lambda: 2 / 3,
-    wrong_answers=(0.2, 0.1, 1 / 3),
-))
+numeric(
+    "03.2",
+    "Code draws `u1 < 0.7` → [MASK]; otherwise `u2 < q` → random, else unchanged. Which q gives the mix "
+    "70 % [MASK] / 20 % random / 10 % unchanged?",
+    2 / 3,
+    wrong={
+        0.2: ("0.2 is the overall share, but the second coin only sees the 30 % that were not [MASK]ed: "
+              "q = 0.2 / 0.3. With q = 0.2 you would get 70 / 6 / 24."),
+        (0.1, 1 / 3): "q is P(random | not [MASK]) — random is the 0.2 share out of the 0.3 left, not the 'unchanged' share.",
+    },
+    fallback="after the [MASK] coin 30 % remain; what fraction of those 30 % must become random to give 20 % overall?",
+    rel_tol=1e-9, abs_tol=1e-3,  # math.isclose's default rel_tol
+)
 
 # ---- 03.3: labels -----------------------------------------------------------------------------------------------
 # [CLS] the cat sat on the mat . [SEP]: position 2 (cat) → [MASK], 5 (the) → the random token "dog" (3899),

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course.exercises import Exercise, multiple_choice, register
+from mlm_course.exercises import Exercise, Near, multiple_choice, numeric, register
 
 # ---- 04.1: scaled dot-product attention with a padding mask --------------------------------------------------------
 
@@ -332,41 +332,24 @@ _H, _I = 1024, 4096
 _LAYER_44 = 4 * _H * _H + 4 * _H + 2 * _H * _I + _I + _H + 4 * _H  # 12,596,224
 _BASE_LAYER = 4 * 768 * 768 + 4 * 768 + 2 * 768 * 3072 + 3072 + 768 + 4 * 768  # 7,087,872: BERT-base's layer
 
-
-def _grade_44(answer) -> str | None:
-    n = int(answer)
-    if n == _LAYER_44:
-        return None
-    if n == _BASE_LAYER:
-        return "that is one layer of BERT-base (H = 768, I = 3072); BERT-large has H = 1024, I = 4096."
-    if n == 4 * _H * _H + 2 * _H * _I:
-        return "that counts the weight matrices only: add the biases (4 of size H in attention, I and H in the FFN)."
-    if n == _LAYER_44 - 4 * _H:
-        return "add the two LayerNorms of the layer: a scale and a shift of size H each."
-    if n == 3 * _H * _H + 3 * _H + 2 * _H * _I + _I + _H + 4 * _H:
-        return "attention has four H×H projections: query, key, value and the output projection."
-    if n == 4 * _H * _H + 4 * _H + _H * _I + _I + 4 * _H:
-        return "the feed-forward block has two matrices: H→I and I→H."
-    if abs(n - 340_000_000 / 24) < 1.5e6:
-        return "340 M / 24 spreads the embeddings over the layers: count one layer's own weights."
-    return "Q, K, V, output (4H² + 4H) + FFN (2HI + I + H) + two LayerNorms (4H), with H = 1024, I = 4096."
-
-
-register(Exercise(
-    id="04.4",
-    prompt="How many parameters does one encoder layer of BERT-large have (H = 1024, I = 4096, 16 heads; biases and "
-           "LayerNorms included)? Give an integer.",
-    grade=_grade_44,
-    solution=lambda: _LAYER_44,
-    wrong_answers=(
-        _BASE_LAYER,
-        4 * _H * _H + 2 * _H * _I,
-        _LAYER_44 - 4 * _H,
-        3 * _H * _H + 3 * _H + 2 * _H * _I + _I + _H + 4 * _H,
-        4 * _H * _H + 4 * _H + _H * _I + _I + 4 * _H,
-        14_166_667,
-    ),
-))
+numeric(
+    "04.4",
+    "How many parameters does one encoder layer of BERT-large have (H = 1024, I = 4096, 16 heads; biases and "
+    "LayerNorms included)? Give an integer.",
+    _LAYER_44,
+    wrong={
+        _BASE_LAYER: "that is one layer of BERT-base (H = 768, I = 3072); BERT-large has H = 1024, I = 4096.",
+        4 * _H * _H + 2 * _H * _I:
+            "that counts the weight matrices only: add the biases (4 of size H in attention, I and H in the FFN).",
+        _LAYER_44 - 4 * _H: "add the two LayerNorms of the layer: a scale and a shift of size H each.",
+        3 * _H * _H + 3 * _H + 2 * _H * _I + _I + _H + 4 * _H:
+            "attention has four H×H projections: query, key, value and the output projection.",
+        4 * _H * _H + 4 * _H + _H * _I + _I + 4 * _H: "the feed-forward block has two matrices: H→I and I→H.",
+        Near(340_000_000 / 24, abs_tol=1.5e6):
+            "340 M / 24 spreads the embeddings over the layers: count one layer's own weights.",
+    },
+    fallback="Q, K, V, output (4H² + 4H) + FFN (2HI + I + H) + two LayerNorms (4H), with H = 1024, I = 4096.",
+)
 
 # ---- 04.5: explain why (transfer): the tied word table learns from the decoder -----------------------------------
 multiple_choice(

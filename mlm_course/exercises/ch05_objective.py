@@ -9,63 +9,45 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course.exercises import Exercise, multiple_choice, register
+from mlm_course.exercises import Exercise, Near, multiple_choice, numeric, register
 
 # ---- 05.1: which average? ---------------------------------------------------------------------------------------
 # a batch of 2 sequences of 8 tokens; log p(true token) at the masked positions: row 0 → −1, −2, −3; row 1 → −6
 _ANSWER_41 = 3.0
 
-
-def _grade_41(answer) -> str | None:
-    x = float(answer)
-    if math.isclose(x, _ANSWER_41, abs_tol=1e-3):
-        return None
-    if math.isclose(x, -3.0, abs_tol=1e-3):
-        return "the loss is the *negative* log-likelihood: −(−1 − 2 − 3 − 6)/4."
-    if math.isclose(x, 4.0, abs_tol=1e-3):
-        return ("4.0 is the per-sequence mean ((2 + 6)/2). BertForMaskedLM / F.cross_entropy average over all masked "
-                "tokens of the batch at once: 12 / 4.")
-    if math.isclose(x, 12.0, abs_tol=1e-3):
-        return "12 is the sum; the library's default reduction is the mean over the 4 masked positions."
-    if math.isclose(x, 0.75, abs_tol=1e-3):
-        return "divide by the number of masked positions (4), not by every position of the batch (16)."
-    return "add −log p over the masked positions of the whole batch and divide by how many there are."
-
-
-register(Exercise(
-    id="05.1",
-    prompt=("A batch of 2 sequences × 8 tokens. log p(true token) at the masked positions: row 0 → −1, −2, −3; "
-            "row 1 → −6 (all other labels are −100). What loss does BertForMaskedLM(..., labels=...) report?"),
-    grade=_grade_41,
-    solution=lambda: _ANSWER_41,
-    wrong_answers=(-3.0, 4.0, 12.0, 0.75),
-))
+numeric(
+    "05.1",
+    "A batch of 2 sequences × 8 tokens. log p(true token) at the masked positions: row 0 → −1, −2, −3; "
+    "row 1 → −6 (all other labels are −100). What loss does BertForMaskedLM(..., labels=...) report?",
+    _ANSWER_41,
+    wrong={
+        -3.0: "the loss is the *negative* log-likelihood: −(−1 − 2 − 3 − 6)/4.",
+        4.0: ("4.0 is the per-sequence mean ((2 + 6)/2). BertForMaskedLM / F.cross_entropy average over all masked "
+              "tokens of the batch at once: 12 / 4."),
+        12.0: "12 is the sum; the library's default reduction is the mean over the 4 masked positions.",
+        0.75: "divide by the number of masked positions (4), not by every position of the batch (16).",
+    },
+    fallback="add −log p over the masked positions of the whole batch and divide by how many there are.",
+    rel_tol=1e-9, abs_tol=1e-3,  # math.isclose's default rel_tol
+)
 
 # ---- 05.2: the gradient of the mean -----------------------------------------------------------------------------
 _ANSWER_42 = (0.3 - 1) / 20
 
-
-def _grade_42(answer) -> str | None:
-    x = float(answer)
-    if math.isclose(x, _ANSWER_42, abs_tol=1e-5):
-        return None
-    if math.isclose(x, -0.7, abs_tol=1e-4):
-        return "that is the gradient of one token's −log p; the mean divides every token's term by N = 20."
-    if math.isclose(x, 0.035, abs_tol=1e-5):
-        return "check the sign: raising the true token's logit lowers the loss, so the derivative is negative."
-    if math.isclose(x, 0.3 / 20, abs_tol=1e-5) or math.isclose(x, -0.3 / 20, abs_tol=1e-5):
-        return "∂(−log softmax(z)_y)/∂z_y = p_y − 1, not p_y."
-    return "∂(−log softmax(z)_y)/∂z_y = p_y − 1, and the mean over N masked tokens divides it by N."
-
-
-register(Exercise(
-    id="05.2",
-    prompt=("A batch has N = 20 masked positions; the loss is their mean. At one of them the model gives the true "
-            "token probability 0.3. What is ∂loss/∂(that position's logit of the true token)?"),
-    grade=_grade_42,
-    solution=lambda: _ANSWER_42,
-    wrong_answers=(-0.7, 0.035, 0.015, -0.015),
-))
+numeric(
+    "05.2",
+    "A batch has N = 20 masked positions; the loss is their mean. At one of them the model gives the true "
+    "token probability 0.3. What is ∂loss/∂(that position's logit of the true token)?",
+    _ANSWER_42,
+    wrong={
+        Near(0.3 - 1, abs_tol=1e-4):
+            "that is the gradient of one token's −log p; the mean divides every token's term by N = 20.",
+        -_ANSWER_42: "check the sign: raising the true token's logit lowers the loss, so the derivative is negative.",
+        (0.3 / 20, -0.3 / 20): "∂(−log softmax(z)_y)/∂z_y = p_y − 1, not p_y.",
+    },
+    fallback="∂(−log softmax(z)_y)/∂z_y = p_y − 1, and the mean over N masked tokens divides it by N.",
+    rel_tol=1e-9, abs_tol=1e-5,  # math.isclose's default rel_tol
+)
 
 # ---- 05.3: the independence approximation -----------------------------------------------------------------------
 # "[MASK] [MASK] is a big city": new york 0.4, new orleans 0.2, san francisco 0.25, san diego 0.15 (nothing else).
@@ -82,35 +64,26 @@ def _factorised_off_cities() -> float:
 
 _ANSWER_43 = _factorised_off_cities()  # 1 − (0.6·0.4 + 0.6·0.2 + 0.4·0.25 + 0.4·0.15) = 0.48
 
-
-def _grade_43(answer) -> str | None:
-    x = float(answer)
-    if math.isclose(x, _ANSWER_43, abs_tol=1e-4):
-        return None
-    if x == 0:
-        return ("0 is what the true joint puts off the four cities; a model predicting each [MASK] separately gives a "
-                "pair p(first) · p(second), and pairs such as 'new diego' get some of that.")
-    if math.isclose(x, 1 - _ANSWER_43, abs_tol=1e-4):
-        return "0.52 is the mass it puts *on* the four real cities; the question asks for the rest."
-    if math.isclose(x, 1 - sum(p * p for p in _CITIES_43.values()), abs_tol=1e-4):
-        return ("you multiplied each city's probability by itself; the factorised model multiplies the *marginals* "
-                "of the two positions: p(first = new) = 0.4 + 0.2, p(second = york) = 0.4.")
-    if math.isclose(x, 0.62, abs_tol=1e-4):
-        return ("0.62 was the three-city table of §2, where no two cities share a word; here 'new' and 'san' each "
-                "start two cities, so work out the marginals first.")
-    return ("marginals: p(first = new) = 0.6, p(first = san) = 0.4, p(second = york) = 0.4, …; the model gives each "
-            "real city p(first) · p(second); everything else goes to pairs that are not cities.")
-
-
-register(Exercise(
-    id="05.3",
-    prompt=("In '[MASK] [MASK] is a big city' the truth is new york (0.4), new orleans (0.2), san francisco (0.25) "
-            "or san diego (0.15). A model that predicts both [MASK]s perfectly but separately: how much probability "
-            "does it put on pairs that are none of these four cities (such as 'new diego')?"),
-    grade=_grade_43,
-    solution=lambda: _ANSWER_43,
-    wrong_answers=(0.0, 1 - _ANSWER_43, 1 - sum(p * p for p in _CITIES_43.values()), 0.62),
-))
+numeric(
+    "05.3",
+    "In '[MASK] [MASK] is a big city' the truth is new york (0.4), new orleans (0.2), san francisco (0.25) "
+    "or san diego (0.15). A model that predicts both [MASK]s perfectly but separately: how much probability "
+    "does it put on pairs that are none of these four cities (such as 'new diego')?",
+    _ANSWER_43,
+    wrong={
+        Near(0.0): ("0 is what the true joint puts off the four cities; a model predicting each [MASK] separately "
+                    "gives a pair p(first) · p(second), and pairs such as 'new diego' get some of that."),
+        1 - _ANSWER_43: "0.52 is the mass it puts *on* the four real cities; the question asks for the rest.",
+        1 - sum(p * p for p in _CITIES_43.values()):
+            ("you multiplied each city's probability by itself; the factorised model multiplies the *marginals* "
+             "of the two positions: p(first = new) = 0.4 + 0.2, p(second = york) = 0.4."),
+        0.62: ("0.62 was the three-city table of §2, where no two cities share a word; here 'new' and 'san' each "
+               "start two cities, so work out the marginals first."),
+    },
+    fallback="marginals: p(first = new) = 0.6, p(first = san) = 0.4, p(second = york) = 0.4, …; the model gives each "
+             "real city p(first) · p(second); everything else goes to pairs that are not cities.",
+    rel_tol=1e-9, abs_tol=1e-4,  # math.isclose's default rel_tol
+)
 
 # ---- 05.4: the loss from logits ---------------------------------------------------------------------------------
 
@@ -132,19 +105,9 @@ def _grade_44(fn) -> str | None:
         return f"return one number (a 0-d tensor), got shape {tuple(got.shape)}."
     if torch.allclose(got, expected, atol=1e-5):
         return None
-    kept = labels != -100
-    logp = logits.log_softmax(-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
-    if math.isclose(float(got), float(-logp.mean()), abs_tol=1e-4):
-        return "positions with label −100 are in your average: keep only labels != -100."
-    if math.isclose(float(got), float(-(logp * kept).sum() / kept.numel()), abs_tol=1e-4):
-        return "divide by the number of masked positions, not by batch × length."
-    if math.isclose(float(got), float(-logits.gather(-1, labels.clamp(min=0)[..., None])[..., 0][kept].mean()),
-                    abs_tol=1e-4):
-        return "raw logits are not log-probabilities: apply log_softmax over the vocabulary first."
-    rows = [float(-logp[r][kept[r]].mean()) for r in range(3) if kept[r].any()]
-    if math.isclose(float(got), sum(rows) / len(rows), abs_tol=1e-4):
-        return "that is the per-sequence mean; average over all masked positions of the batch at once."
-    return "log_softmax over the last dimension, gather the label's entry, keep labels != -100, negate, average."
+    return next((hint for wrong, hint in _WRONG_44
+                 if math.isclose(float(got), float(wrong(logits, labels)), abs_tol=1e-4)),
+                "log_softmax over the last dimension, gather the label's entry, keep labels != -100, negate, average.")
 
 
 def _solution_44():
@@ -178,13 +141,20 @@ def _per_sequence(logits, labels):
     return torch.stack(rows).mean()
 
 
+_WRONG_44 = (  # (a common wrong loss, its hint)
+    (_all_positions, "positions with label −100 are in your average: keep only labels != -100."),
+    (_over_all_slots, "divide by the number of masked positions, not by batch × length."),
+    (_raw_logits, "raw logits are not log-probabilities: apply log_softmax over the vocabulary first."),
+    (_per_sequence, "that is the per-sequence mean; average over all masked positions of the batch at once."),
+)
+
 register(Exercise(
     id="05.4",
     prompt=("Write masked_lm_loss(logits, labels) -> 0-d tensor from logits (batch, length, vocab) and labels "
             "(batch, length; −100 = not predicted), equal to BertForMaskedLM's loss, without F.cross_entropy."),
     grade=_grade_44,
     solution=_solution_44,
-    wrong_answers=(_all_positions, _over_all_slots, _raw_logits, _per_sequence),
+    wrong_answers=tuple(wrong for wrong, _ in _WRONG_44),
 ))
 
 # ---- 05.5: pseudo-log-likelihood ------------------------------------------------------------------------------------
@@ -218,18 +188,9 @@ def _grade_45(fn) -> str | None:
         return None
     if got > 0:
         return "a log-likelihood is ≤ 0: sum log-probabilities (log_softmax), not probabilities or losses."
-    with torch.no_grad():
-        all_masked = _IDS_45.clone()
-        all_masked[1:-1] = _MASK_ID_45
-        logp = model(input_ids=all_masked[None]).logits[0].double().log_softmax(-1)
-        if math.isclose(got, float(logp[1:-1].gather(-1, _IDS_45[1:-1, None]).sum()), abs_tol=1e-4):
-            return "mask one token at a time (n copies, each with a single [MASK]), not all of them in one pass."
-        copies = _IDS_45.repeat(len(_IDS_45), 1)
-        copies[torch.arange(len(_IDS_45)), torch.arange(len(_IDS_45))] = _MASK_ID_45
-        logp = model(input_ids=copies).logits[torch.arange(len(_IDS_45)), torch.arange(len(_IDS_45))].double()
-        if math.isclose(got, float(logp.log_softmax(-1).gather(-1, _IDS_45[:, None]).sum()), abs_tol=1e-4):
-            return "[CLS] and [SEP] are not part of the sentence: score only positions 1 … n−2."
-    return "for each non-special position i: mask only x_i, run the model, add log_softmax(logits[i])[x_i]."
+    return next((hint for wrong, hint in _WRONG_45
+                 if math.isclose(got, wrong(model, _IDS_45.clone(), _MASK_ID_45), abs_tol=1e-4)),
+                "for each non-special position i: mask only x_i, run the model, add log_softmax(logits[i])[x_i].")
 
 
 def _solution_45():
@@ -270,13 +231,18 @@ def _probabilities(model, ids, mask_id):
     return total
 
 
+_WRONG_45 = (  # (a common wrong pseudo-log-likelihood ≤ 0, its hint; a positive one is caught first)
+    (_all_at_once, "mask one token at a time (n copies, each with a single [MASK]), not all of them in one pass."),
+    (_with_specials, "[CLS] and [SEP] are not part of the sentence: score only positions 1 … n−2."),
+)
+
 register(Exercise(
     id="05.5",
     prompt=("Write pll(model, ids, mask_id) -> float: the pseudo-log-likelihood of one encoded sentence "
             "ids = [CLS] x_1 … x_n [SEP] (a 1-D tensor), Σ_i log p(x_i | the sentence with only x_i masked)."),
     grade=_grade_45,
     solution=_solution_45,
-    wrong_answers=(_all_at_once, _with_specials, _probabilities),
+    wrong_answers=(*(wrong for wrong, _ in _WRONG_45), _probabilities),
 ))
 
 # ---- 05.6: explain why accuracy missed the bug --------------------------------------------------------------------

@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import math
 
-from mlm_course.exercises import Exercise, multiple_choice, register
+from mlm_course.exercises import Between, Near, multiple_choice, numeric
 from mlm_course.models import CONFIGS
 from mlm_course.training import linear_schedule
 
 COURSE_VOCAB = 8192
 TINY_HIDDEN = CONFIGS["tiny"]["hidden_size"]
-
-
-def _close(answer, expected: float, rel: float = 1e-6) -> bool:
-    return math.isclose(float(answer), expected, rel_tol=rel)
-
 
 # ---- 06.1: where the parameters sit, with another vocabulary ----------------------------------------------------
 # build_model("tiny", tok, max_length=128): embeddings = words + 128 positions + 2 token types + LayerNorm;
@@ -32,125 +27,90 @@ def _word_share(vocab: int, *, bias_grows: bool = True, tied: bool = True) -> fl
 
 _BERT_VOCAB = 30_522
 
-
-def _grade_51(answer) -> str | None:
-    value = float(answer)
-    if math.isclose(value, _word_share(_BERT_VOCAB), abs_tol=5e-4):
-        return None
-    if value > 1:
-        return "give the share of all parameters, a number between 0 and 1 (e.g. 0.71 for the course vocabulary)."
-    if math.isclose(value, _word_share(COURSE_VOCAB), abs_tol=5e-3):
-        return "that is the share with the course's 8,192 entries; redo it with bert-base-uncased's 30,522."
-    if math.isclose(value, _word_share(_BERT_VOCAB, bias_grows=False), abs_tol=5e-4):
-        return "close: the output layer's bias also has one entry per vocabulary word, so the head grows too."
-    if math.isclose(value, _word_share(_BERT_VOCAB, tied=False), abs_tol=5e-4):
-        return "the output matrix is tied to the word embeddings (the same tensor): count it once."
-    return ("only the vocabulary-sized parts change: the word table (vocabulary × 128) and the output bias "
-            "(one per word); positions, token types, LayerNorm and the encoder stay as printed in §2.")
-
-
-register(Exercise(
-    id="06.1",
-    prompt=("In §2 the word embeddings are 71 % of the tiny model. Built the same way (hidden 128, 2 layers, "
-            "max_length 128, output layer tied to the embeddings) but for bert-base-uncased's 30,522-entry vocabulary, "
-            "what share of all its parameters would the word-embedding table be? (a float between 0 and 1)"),
-    grade=_grade_51,
-    solution=lambda: _word_share(_BERT_VOCAB),
-    wrong_answers=(_word_share(COURSE_VOCAB), _word_share(_BERT_VOCAB, bias_grows=False),
-                   _word_share(_BERT_VOCAB, tied=False), 30_522 * TINY_HIDDEN),
-))
+numeric(
+    "06.1",
+    "In §2 the word embeddings are 71 % of the tiny model. Built the same way (hidden 128, 2 layers, "
+    "max_length 128, output layer tied to the embeddings) but for bert-base-uncased's 30,522-entry vocabulary, "
+    "what share of all its parameters would the word-embedding table be? (a float between 0 and 1)",
+    _word_share(_BERT_VOCAB),
+    wrong={
+        Between(1, math.inf):
+            "give the share of all parameters, a number between 0 and 1 (e.g. 0.71 for the course vocabulary).",
+        Near(_word_share(COURSE_VOCAB), abs_tol=5e-3):
+            "that is the share with the course's 8,192 entries; redo it with bert-base-uncased's 30,522.",
+        _word_share(_BERT_VOCAB, bias_grows=False):
+            "close: the output layer's bias also has one entry per vocabulary word, so the head grows too.",
+        _word_share(_BERT_VOCAB, tied=False):
+            "the output matrix is tied to the word embeddings (the same tensor): count it once.",
+    },
+    fallback="only the vocabulary-sized parts change: the word table (vocabulary × 128) and the output bias "
+             "(one per word); positions, token types, LayerNorm and the encoder stay as printed in §2.",
+    rel_tol=1e-9, abs_tol=5e-4,  # math.isclose's default rel_tol
+)
 
 # ---- 06.2: tokens seen -------------------------------------------------------------------------------------------
 _TOKENS = 14_000 * 32 * 128
 
-
-def _grade_52(answer) -> str | None:
-    value = int(answer)
-    if value == _TOKENS:
-        return None
-    if value == 14_000 * 32:
-        return "that is the number of sequences; each has seq_len = 128 tokens."
-    if value == round(_TOKENS * 0.15):
-        return "that counts the *predicted* (masked) tokens; the model sees every token of every sequence."
-    return "steps × batch size × sequence length."
-
-
-register(Exercise(
-    id="06.2",
-    prompt="14,000 steps, batch 32, seq_len 128: how many tokens does the run see?",
-    grade=_grade_52,
-    solution=lambda: _TOKENS,
-    wrong_answers=(14_000 * 32, round(_TOKENS * 0.15), 14_000 * 128),
-))
+numeric(
+    "06.2",
+    "14,000 steps, batch 32, seq_len 128: how many tokens does the run see?",
+    _TOKENS,
+    wrong={
+        14_000 * 32: "that is the number of sequences; each has seq_len = 128 tokens.",
+        round(_TOKENS * 0.15):
+            "that counts the *predicted* (masked) tokens; the model sees every token of every sequence.",
+    },
+    fallback="steps × batch size × sequence length.",
+)
 
 # ---- 06.3: the learning-rate schedule ---------------------------------------------------------------------------
 _LR = 3e-3 * linear_schedule(700, 14_000)(7_350)
 
-
-def _grade_53(answer) -> str | None:
-    if _close(answer, _LR):
-        return None
-    if _close(answer, 3e-3):
-        return "after the warm-up the rate decays linearly to 0 at the last step: it is no longer the peak."
-    if _close(answer, 3e-3 * (1 - 7_350 / 14_000)):
-        return "the decay starts after the 700 warm-up steps: factor = (14,000 − 7,350) / (14,000 − 700)."
-    return "factor = (total − step) / (total − warm-up) after the warm-up; multiply the peak lr by it."
-
-
-register(Exercise(
-    id="06.3",
-    prompt="lr 3e-3, 700 warm-up steps, 14,000 steps, linear decay to 0: the learning rate at step 7,350?",
-    grade=_grade_53,
-    solution=lambda: _LR,
-    wrong_answers=(3e-3, 3e-3 * (1 - 7_350 / 14_000), 1e-3),
-))
+numeric(
+    "06.3",
+    "lr 3e-3, 700 warm-up steps, 14,000 steps, linear decay to 0: the learning rate at step 7,350?",
+    _LR,
+    wrong={
+        3e-3: "after the warm-up the rate decays linearly to 0 at the last step: it is no longer the peak.",
+        3e-3 * (1 - 7_350 / 14_000):
+            "the decay starts after the 700 warm-up steps: factor = (14,000 − 7,350) / (14,000 − 700).",
+    },
+    fallback="factor = (total − step) / (total − warm-up) after the warm-up; multiply the peak lr by it.",
+    rel_tol=1e-6, abs_tol=0.0,
+)
 
 # ---- 06.4: the baseline is an entropy ---------------------------------------------------------------------------
 _PROBS = (0.5, 0.25, 0.25)
 _ENTROPY = -sum(p * math.log(p) for p in _PROBS)
 
-
-def _grade_54(answer) -> str | None:
-    if _close(answer, _ENTROPY, rel=1e-4):
-        return None
-    if _close(answer, 1.5, rel=1e-4):
-        return "1.5 is the entropy in bits (log2); the loss of the notebooks is in nats (natural log)."
-    if _close(answer, math.log(3), rel=1e-4):
-        return "ln 3 is the loss of a uniform guess; the predictor knows the probabilities: −Σ p ln p."
-    return "the expected loss is −Σ p ln p over the tokens (the entropy of the distribution), in nats."
-
-
-register(Exercise(
-    id="06.4",
-    prompt="Loss (nats) of a unigram predictor that knows the probabilities [0.5, 0.25, 0.25] exactly?",
-    grade=_grade_54,
-    solution=lambda: _ENTROPY,
-    wrong_answers=(1.5, math.log(3), 0.5),
-))
+numeric(
+    "06.4",
+    "Loss (nats) of a unigram predictor that knows the probabilities [0.5, 0.25, 0.25] exactly?",
+    _ENTROPY,
+    wrong={
+        1.5: "1.5 is the entropy in bits (log2); the loss of the notebooks is in nats (natural log).",
+        math.log(3): "ln 3 is the loss of a uniform guess; the predictor knows the probabilities: −Σ p ln p.",
+    },
+    fallback="the expected loss is −Σ p ln p over the tokens (the entropy of the distribution), in nats.",
+    rel_tol=1e-4, abs_tol=0.0,
+)
 
 # ---- 06.5: what sparse logits save ------------------------------------------------------------------------------
 _POSITIONS = 32 * 128
 _SAVED = (_POSITIONS - round(_POSITIONS * 0.15)) * COURSE_VOCAB
 
-
-def _grade_55(answer) -> str | None:
-    value = int(answer)
-    if value == _SAVED:
-        return None
-    if value == _POSITIONS * COURSE_VOCAB:
-        return "that is what the full version computes; subtract what the sparse version still computes."
-    if value == round(_POSITIONS * 0.15) * COURSE_VOCAB:
-        return "that is what the sparse version computes (the masked positions); the question asks for the saving."
-    return "(all positions − masked positions) × vocabulary size, with 15 % of 32 × 128 positions masked."
-
-
-register(Exercise(
-    id="06.5",
-    prompt="Batch 32 × 128, 15 % masked, vocabulary 8,192: how many fewer logits does a sparse step compute?",
-    grade=_grade_55,
-    solution=lambda: _SAVED,
-    wrong_answers=(_POSITIONS * COURSE_VOCAB, round(_POSITIONS * 0.15) * COURSE_VOCAB, _POSITIONS - 614),
-))
+numeric(
+    "06.5",
+    "Batch 32 × 128, 15 % masked, vocabulary 8,192: how many fewer logits does a sparse step compute?",
+    _SAVED,
+    wrong={
+        _POSITIONS * COURSE_VOCAB:
+            "that is what the full version computes; subtract what the sparse version still computes.",
+        round(_POSITIONS * 0.15) * COURSE_VOCAB:
+            "that is what the sparse version computes (the masked positions); the question asks for the saving.",
+    },
+    fallback="(all positions − masked positions) × vocabulary size, with 15 % of 32 × 128 positions masked.",
+)
 
 # ---- 06.6: explain why the training loss ends below the held-out loss ----------------------------------------------
 multiple_choice(

@@ -7,52 +7,48 @@ import math
 
 import torch
 
-from mlm_course.exercises import Exercise, multiple_choice, register
+from mlm_course.exercises import Exercise, multiple_choice, numeric, numeric_grader, register
 
 # ---- 07.1: what dynamic padding saves ---------------------------------------------------------------------------
 _LENGTHS_61 = (12, 30, 7, 18)  # one batch, [CLS] and [SEP] included
 
-
-def _grade_61(answer) -> str | None:
-    answer = int(answer)
-    if answer == 4 * 30 - sum(_LENGTHS_61):  # 53
-        return None
-    if answer == 4 * 128 - sum(_LENGTHS_61):
-        return "that is padding to max_length = 128; dynamic padding pads only to the longest sentence in the batch."
-    if answer == 4 * 30:
-        return "4 × 30 is the padded batch's size; count only the [PAD] tokens: subtract the real tokens."
-    if answer == 30 - 7:
-        return "every sentence shorter than the longest gets padded, not only the shortest one: sum over the batch."
-    return "pad every sentence to the longest in the batch (30) and count the added [PAD] tokens."
-
-
-register(Exercise(
-    id="07.1",
-    prompt=(f"A batch holds sentences of {list(_LENGTHS_61)} tokens. How many [PAD] tokens does dynamic padding "
-            "(to the longest sentence of the batch) add?"),
-    grade=_grade_61,
-    solution=lambda: 53,
-    wrong_answers=(445, 120, 23),
-))
+numeric(
+    "07.1",
+    f"A batch holds sentences of {list(_LENGTHS_61)} tokens. How many [PAD] tokens does dynamic padding "
+    "(to the longest sentence of the batch) add?",
+    4 * 30 - sum(_LENGTHS_61),  # 53
+    wrong={
+        4 * 128 - sum(_LENGTHS_61):
+            "that is padding to max_length = 128; dynamic padding pads only to the longest sentence in the batch.",
+        4 * 30: "4 × 30 is the padded batch's size; count only the [PAD] tokens: subtract the real tokens.",
+        30 - 7: "every sentence shorter than the longest gets padded, not only the shortest one: sum over the batch.",
+    },
+    fallback="pad every sentence to the longest in the batch (30) and count the added [PAD] tokens.",
+)
 
 # ---- 07.2: accuracy and F1 from a confusion matrix -------------------------------------------------------------
 _CONFUSION_62 = [[40, 10], [5, 45]]  # rows: true negative / positive; columns: predicted negative / positive
 _ACC_62, _F1_62 = 85 / 100, 2 * 45 / (2 * 45 + 10 + 5)
+_GRADE_F1_62, _WRONG_F1_62 = numeric_grader(
+    "07.2", _F1_62,
+    wrong={
+        2 * 40 / (2 * 40 + 5 + 10):
+            "that is the F1 of the negative class; F1 here is for the positive class (row 1, column 1 = 45).",
+        (45 / 55, 45 / 50):
+            "that is precision (45/55) or recall (45/50) alone; F1 is their harmonic mean, 2·TP / (2·TP + FP + FN).",
+        (45 / 55 + 45 / 50) / 2:
+            "the arithmetic mean of precision and recall is not F1: use the harmonic mean, 2PR / (P + R).",
+    },
+    fallback="F1 of the positive class = 2·TP / (2·TP + FP + FN) with TP = 45, FP = 10, FN = 5.",
+    rel_tol=1e-9, abs_tol=1e-3,  # math.isclose's default rel_tol
+)
 
 
 def _grade_62(answer) -> str | None:
     accuracy, f1 = (float(x) for x in answer)
-    if math.isclose(accuracy, _ACC_62, abs_tol=1e-3) and math.isclose(f1, _F1_62, abs_tol=1e-3):
-        return None
     if not math.isclose(accuracy, _ACC_62, abs_tol=1e-3):
         return "accuracy is the diagonal over everything: (40 + 45) / 100."
-    if math.isclose(f1, 2 * 40 / (2 * 40 + 5 + 10), abs_tol=1e-3):
-        return "that is the F1 of the negative class; F1 here is for the positive class (row 1, column 1 = 45)."
-    if math.isclose(f1, 45 / 55, abs_tol=1e-3) or math.isclose(f1, 45 / 50, abs_tol=1e-3):
-        return "that is precision (45/55) or recall (45/50) alone; F1 is their harmonic mean, 2·TP / (2·TP + FP + FN)."
-    if math.isclose(f1, (45 / 55 + 45 / 50) / 2, abs_tol=1e-3):
-        return "the arithmetic mean of precision and recall is not F1: use the harmonic mean, 2PR / (P + R)."
-    return "F1 of the positive class = 2·TP / (2·TP + FP + FN) with TP = 45, FP = 10, FN = 5."
+    return _GRADE_F1_62(f1)
 
 
 register(Exercise(
@@ -61,7 +57,7 @@ register(Exercise(
             "(accuracy, F1 of the positive class)."),
     grade=_grade_62,
     solution=lambda: (_ACC_62, _F1_62),
-    wrong_answers=((0.85, 80 / 95), (0.85, 45 / 55), (0.85, (45 / 55 + 45 / 50) / 2), (0.45, _F1_62)),
+    wrong_answers=(*((_ACC_62, f1) for f1 in _WRONG_F1_62), (0.45, _F1_62)),
 ))
 
 # ---- 07.3: the head by hand ---------------------------------------------------------------------------------------
@@ -91,14 +87,8 @@ def _grade_63(fn) -> str | None:
         return f"return logits of shape (batch, num_labels) = {tuple(expected.shape)}, got {tuple(got.shape)}."
     if torch.allclose(got, expected, atol=1e-5):
         return None
-    cls = hidden[:, 0]
-    if torch.allclose(got, model.classifier(cls), atol=1e-5):
-        return "BERT's head first passes h_[CLS] through the pooler: tanh(pooler.dense(h)). You skipped it."
-    if torch.allclose(got, model.classifier(torch.tanh(model.bert.pooler.dense(hidden.mean(1)))), atol=1e-5):
-        return "the pooler reads the [CLS] position only (hidden_states[:, 0]), not the mean over tokens."
-    if torch.allclose(got, model.classifier(model.bert.pooler.dense(cls)), atol=1e-5):
-        return "the pooler ends with tanh: tanh(pooler.dense(h_[CLS]))."
-    return "logits = classifier(tanh(pooler.dense(hidden_states[:, 0]))) (dropout is off in eval mode)."
+    return next((hint for wrong, hint in _WRONG_63 if torch.allclose(got, wrong(hidden, model), atol=1e-5)),
+                "logits = classifier(tanh(pooler.dense(hidden_states[:, 0]))) (dropout is off in eval mode).")
 
 
 def _solution_63():
@@ -109,17 +99,21 @@ def _solution_63():
     return head
 
 
+_WRONG_63 = (  # (a common wrong head, its hint)
+    (lambda h, m: m.classifier(h[:, 0]),
+     "BERT's head first passes h_[CLS] through the pooler: tanh(pooler.dense(h)). You skipped it."),
+    (lambda h, m: m.classifier(torch.tanh(m.bert.pooler.dense(h.mean(1)))),
+     "the pooler reads the [CLS] position only (hidden_states[:, 0]), not the mean over tokens."),
+    (lambda h, m: m.classifier(m.bert.pooler.dense(h[:, 0])), "the pooler ends with tanh: tanh(pooler.dense(h_[CLS]))."),
+)
+
 register(Exercise(
     id="07.3",
     prompt=("Write head(hidden_states, model) -> logits: BertForSequenceClassification's head from the encoder's "
             "last hidden states (batch, seq, hidden), in eval mode."),
     grade=_grade_63,
     solution=_solution_63,
-    wrong_answers=(
-        lambda h, m: m.classifier(h[:, 0]),
-        lambda h, m: m.classifier(torch.tanh(m.bert.pooler.dense(h.mean(1)))),
-        lambda h, m: m.classifier(m.bert.pooler.dense(h[:, 0])),
-    ),
+    wrong_answers=tuple(wrong for wrong, _ in _WRONG_63),
 ))
 
 # ---- 07.4: length buckets -----------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import math
 import random
 import statistics
 
-from mlm_course.exercises import Exercise, multiple_choice, register
+from mlm_course.exercises import Exercise, Near, multiple_choice, numeric, register
 
 
 def _close(answer, expected: float, rel: float = 1e-6) -> bool:
@@ -15,7 +15,8 @@ def _close(answer, expected: float, rel: float = 1e-6) -> bool:
 
 
 # ---- 08.1: how often the model sees each kind of input ------------------------------------------------------------
-_SHARES = (0.15 * 0.8, 0.15 * 0.1, 0.15 * 0.1)  # [MASK], random, unchanged-but-predicted, of all maskable tokens
+_RATE, _MIX = 0.15, (0.8, 0.1, 0.1)  # selection rate; [MASK], random, unchanged-but-predicted among the selected
+_SHARES = tuple(_RATE * share for share in _MIX)  # of all maskable tokens
 
 
 def _grade_71(answer) -> str | None:
@@ -24,7 +25,7 @@ def _grade_71(answer) -> str | None:
         return "give three shares: ([MASK], random token, unchanged-but-predicted)."
     if all(_close(v, e) for v, e in zip(values, _SHARES, strict=True)):
         return None
-    if all(_close(v, e) for v, e in zip(values, (0.8, 0.1, 0.1), strict=True)):
+    if all(_close(v, e) for v, e in zip(values, _MIX, strict=True)):
         return "those are shares of the *selected* tokens; multiply by the 15 % that are selected."
     if _close(sum(values), 1.0):
         return "the three shares add up to the selection rate (0.15), not to 1: most tokens are not selected."
@@ -37,62 +38,43 @@ register(Exercise(
            "(a) [MASK], (b) a random token, (c) unchanged but predicted? Give a tuple of three numbers.",
     grade=_grade_71,
     solution=lambda: _SHARES,
-    wrong_answers=((0.8, 0.1, 0.1), (0.8 / 0.15, 0.1, 0.1), (0.12, 0.015, 0.865)),
+    wrong_answers=(_MIX, (_MIX[0] / _RATE, *_MIX[1:]), (*_SHARES[:2], 1 - sum(_SHARES[:2]))),
 ))
 
 # ---- 08.2: more masking, more predictions ------------------------------------------------------------------------
 _ROWS, _MASKABLE = 32, 62  # batch 32 × 64 tokens, [CLS] and [SEP] never predicted
 _EXTRA = round(_ROWS * _MASKABLE * (0.40 - 0.15))
 
-
-def _grade_72(answer) -> str | None:
-    value = float(answer)
-    if math.isclose(value, _EXTRA, abs_tol=0.5):
-        return None
-    if math.isclose(value, 32 * 64 * 0.25, abs_tol=0.5):
-        return "[CLS] and [SEP] are never selected: 62 maskable tokens per row, not 64."
-    if math.isclose(value, _ROWS * _MASKABLE * 0.40, abs_tol=0.5):
-        return "that is all the predictions at 40 %; the question asks how many *more* than at 15 %."
-    if math.isclose(value, 0.40 / 0.15, rel_tol=1e-3):
-        return "a ratio is not a count: the expected extra number of predicted tokens per step."
-    return "expected predictions per step = rows × maskable tokens × rate; take the difference of the two rates."
-
-
-register(Exercise(
-    id="08.2",
-    prompt="Batch 32 × 64 tokens ([CLS] … [SEP]). How many more tokens per step (in expectation) does a 40 % "
-           "masking rate predict than 15 %?",
-    grade=_grade_72,
-    solution=lambda: _EXTRA,
-    wrong_answers=(32 * 64 * 0.25, _ROWS * _MASKABLE * 0.40, 0.40 / 0.15),
-))
+numeric(
+    "08.2",
+    "Batch 32 × 64 tokens ([CLS] … [SEP]). How many more tokens per step (in expectation) does a 40 % "
+    "masking rate predict than 15 %?",
+    _EXTRA,
+    wrong={
+        32 * 64 * 0.25: "[CLS] and [SEP] are never selected: 62 maskable tokens per row, not 64.",
+        _ROWS * _MASKABLE * 0.40: "that is all the predictions at 40 %; the question asks how many *more* than at 15 %.",
+        Near(0.40 / 0.15, rel_tol=1e-3): "a ratio is not a count: the expected extra number of predicted tokens per step.",
+    },
+    fallback="expected predictions per step = rows × maskable tokens × rate; take the difference of the two rates.",
+    whole=False, rel_tol=1e-9, abs_tol=0.5,  # an expectation: within half a token; math.isclose's default rel_tol
+)
 
 # ---- 08.3: how often a static mask comes back ------------------------------------------------------------------
 _EPOCHS, _COPIES = 30, 5
 _REPEATS = _EPOCHS // _COPIES
 
-
-def _grade_73(answer) -> str | None:
-    value = float(answer)
-    if value == _REPEATS:
-        return None
-    if value == _COPIES:
-        return "5 is the number of different masks per sequence; how often is each one *seen* over 30 epochs?"
-    if value == _EPOCHS:
-        return "each epoch uses one of the 5 copies in turn, so a given copy comes back every 5 epochs."
-    if value == 1:
-        return "that is dynamic masking (a fresh mask each time); static copies are reused."
-    return "epochs / copies: epoch e uses copy e mod copies."
-
-
-register(Exercise(
-    id="08.3",
-    prompt="Static masking with 5 masked copies of the corpus (BERT's dupe_factor), 30 epochs of training: how many "
-           "times does the model see each sequence with the same mask?",
-    grade=_grade_73,
-    solution=lambda: _REPEATS,
-    wrong_answers=(_COPIES, _EPOCHS, 1),
-))
+numeric(
+    "08.3",
+    "Static masking with 5 masked copies of the corpus (BERT's dupe_factor), 30 epochs of training: how many "
+    "times does the model see each sequence with the same mask?",
+    _REPEATS,
+    wrong={
+        _COPIES: "5 is the number of different masks per sequence; how often is each one *seen* over 30 epochs?",
+        _EPOCHS: "each epoch uses one of the 5 copies in turn, so a given copy comes back every 5 epochs.",
+        1: "that is dynamic masking (a fresh mask each time); static copies are reused.",
+    },
+    fallback="epochs / copies: epoch e uses copy e mod copies.",
+)
 
 
 # ---- 08.4: is a difference between two variants more than seed noise? ---------------------------------------------

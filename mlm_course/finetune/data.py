@@ -12,6 +12,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from mlm_course import corpus
+from mlm_course.collator import pad_rows
 from mlm_course.masking import IGNORE_INDEX
 from mlm_course.training import step_generator
 
@@ -92,17 +93,10 @@ def pad_batch(features: list[dict], *, pad_token_id: int, pad_to_multiple_of: in
     """Stack examples, padding to the longest in *this* batch (rounded up to ``pad_to_multiple_of``)."""
     if not features:
         raise ValueError("an empty batch: every batch needs at least one example")
-    longest = max(len(f["input_ids"]) for f in features)
-    if pad_to_multiple_of:
-        longest = -(-longest // pad_to_multiple_of) * pad_to_multiple_of
-    ids = torch.full((len(features), longest), pad_token_id, dtype=torch.long)
-    mask = torch.zeros((len(features), longest), dtype=torch.long)
-    for row, f in enumerate(features):
-        ids[row, : len(f["input_ids"])] = torch.tensor(f["input_ids"])
-        mask[row, : len(f["input_ids"])] = 1
+    ids, real = pad_rows([f["input_ids"] for f in features], pad_token_id, multiple=pad_to_multiple_of)
     return {
         "input_ids": ids,
-        "attention_mask": mask,
+        "attention_mask": real.long(),
         "labels": torch.tensor([f["label"] for f in features]),
         "index": torch.tensor([f["index"] for f in features]),
     }

@@ -7,7 +7,7 @@ import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from mlm_course import device as devices
 from mlm_course.finetune.data import Encoded, RunBatches, make_loader
 from mlm_course.finetune.metrics import _score, classification_metrics
-from mlm_course.training import TrainConfig, TrainLoop, write_json_atomic
+from mlm_course.run_files import write_json_atomic
+from mlm_course.training import InvalidSettings, OptimiserSettings, TrainConfig, TrainLoop
 
 PRECISIONS = devices.PRECISIONS
 BEST_DIR = "best"
@@ -28,47 +29,29 @@ make_accelerator = devices.make_accelerator
 describe_accelerator = devices.describe_accelerator
 
 
-@dataclass
-class FinetuneConfig:
-    """Optimisation settings of :func:`fit`. ``warmup`` < 1 is a fraction of the steps, otherwise a count."""
+@dataclass(kw_only=True)
+class FinetuneConfig(OptimiserSettings):
+    """Settings of :func:`fit` (fine-tuning defaults; :class:`~mlm_course.training.OptimiserSettings` has the
+    shared ones)."""
 
     epochs: int = 2
     max_steps: int | None = None  # stop after this many optimiser steps even within an epoch
-    batch_size: int = 32
-    grad_accum: int = 1
     lr: float = 5e-5
-    warmup: float = 0.1
-    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
-    grad_clip: float | None = 1.0
     # dev evaluation every eval_every optimiser steps and once more after the last step, not at epoch ends
     # (None: at each epoch's end); patience counts every one of these evaluations
     eval_every: int | None = None
     patience: int | None = 3  # dev evaluations without improvement before stopping (None: never stop early)
-    log_every: int = 10
     eval_batch_size: int = 64
-    seed: int = 0
-    device: str | None = None
-    precision: str = "auto"
-    compile: bool = False
     pad_to_multiple_of: int | None = None  # None: 8 on CUDA (tensor cores), none elsewhere; 1: never round
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
-        checks = {
-            "epochs": self.epochs >= 1, "batch_size": self.batch_size >= 1, "grad_accum": self.grad_accum >= 1,
-            "lr": self.lr > 0, "warmup": self.warmup >= 0, "log_every": self.log_every >= 1,
-            "max_steps": self.max_steps is None or self.max_steps >= 1,
-            "eval_every": self.eval_every is None or self.eval_every >= 1,
-            "patience": self.patience is None or self.patience >= 1,
-            "eval_batch_size": self.eval_batch_size >= 1,
-        }
-        bad = [name for name, ok in checks.items() if not ok]
-        if bad:
-            raise ValueError(f"invalid fine-tuning settings {bad}: counts and sizes must be ≥ 1, lr > 0")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {self.precision!r}: use one of {', '.join(PRECISIONS)}")
+        problems = self._problems(("epochs", "max_steps", "eval_every", "patience", "eval_batch_size"))
+        if problems:
+            raise InvalidSettings("fine-tuning", problems)
 
 
 @dataclass
@@ -137,11 +120,8 @@ def _loop_config(config: FinetuneConfig, batches_per_epoch: int, slots: int) -> 
     per_epoch = math.ceil(batches_per_epoch / slots)
     total = math.ceil(batches_per_epoch * config.epochs / slots)
     total = total if config.max_steps is None else min(total, config.max_steps)
-    return TrainConfig(
-        steps=total, batch_size=config.batch_size, grad_accum=config.grad_accum, lr=config.lr, warmup=config.warmup,
-        weight_decay=config.weight_decay, betas=config.betas, eps=config.eps, grad_clip=config.grad_clip,
-        eval_every=config.eval_every or per_epoch, save_every=10**9, log_every=config.log_every, seed=config.seed,
-        device=config.device, precision=config.precision, compile=config.compile)
+    shared = {f.name: getattr(config, f.name) for f in fields(OptimiserSettings)}
+    return TrainConfig(**shared, steps=total, eval_every=config.eval_every or per_epoch, save_every=10**9)
 
 
 class _BestOnDev:

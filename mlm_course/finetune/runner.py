@@ -16,7 +16,7 @@ from mlm_course.finetune.classifier import load_classifier
 from mlm_course.finetune.data import Encoded, _check_max_length, sentiment_data
 from mlm_course.finetune.loop import FinetuneConfig, FitResult, fit, make_accelerator
 from mlm_course.finetune.metrics import EvalResult, evaluate
-from mlm_course.training import write_json_atomic
+from mlm_course.run_files import write_json_atomic
 
 RESULTS_FILE = "results.json"
 

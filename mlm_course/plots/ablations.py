@@ -78,7 +78,7 @@ ACTION_GROUPS = (("[MASK]", "shown [MASK]"), ("random token", "shown a random to
 
 def ablation_loss_by_action(results: dict, *, unigram_loss: float | None = None, title: str = "") -> Figure:
     """Held-out loss split by what the frozen evaluation showed at the position, one colour per variant.
-    ``results``: ``{variant label: evaluate_by_action(...)}`` (:func:`mlm_course.ablations.heldout_by_action`);
+    ``results``: ``{variant label: experiments.evaluate_by_action(...)}`` (:func:`mlm_course.ablations.heldout_by_action`);
     error bars: the 95 % interval over the scored tokens (``loss_ci95``)."""
     import numpy as np
 

@@ -19,7 +19,8 @@ def _mark_stages(metrics: list[dict], axes) -> None:
 
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, copying: dict | None = None,
                        title: str = "") -> Figure:
-    """Training loss (per log interval) and held-out loss / top-1 / top-5 by step, with the unigram baseline
+    """Training loss (per log interval) and held-out loss / top-1 / top-5 by step (``metrics`` from
+    :func:`mlm_course.run_files.read_metrics`), with the unigram baseline
     (``baseline``) and the unigram-plus-copying one (``copying``, :func:`mlm_course.pretraining.copying_baseline`).
 
     Rows with a ``stage`` number (joined runs of continued pretraining) get a dotted line where each later stage starts.
@@ -71,8 +72,8 @@ def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *,
 
 
 def accuracy_by_frequency(buckets: list[dict], *, title: str = "") -> Figure:
-    """Top-1 accuracy of the model and of unigram frequencies, per training-frequency bucket of the true token,
-    with 95 % Wilson intervals over the bucket's tokens."""
+    """Top-1 accuracy of the model and of unigram frequencies, per training-frequency bucket of the true token
+    (``buckets`` from :func:`mlm_course.probes.accuracy_by_frequency`), with 95 % Wilson intervals over its tokens."""
     from mlm_course.masking import binomial_interval
 
     x = range(len(buckets))

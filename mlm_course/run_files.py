@@ -1,0 +1,59 @@
+"""The files of a run's output folder: written atomically (a temporary file, then a rename), so a reader or a killed
+run never sees half a file, and a folder checked writable before any work starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+"""The training loop's log in an output folder: one JSON object per line."""
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
+        handle.write(text)
+    os.replace(handle.name, path)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write ``data`` as indented JSON to ``path``, atomically: readers never see half a file."""
+    write_text_atomic(path, json.dumps(data, indent=2))
+
+
+def read_metrics(out_dir: str | os.PathLike) -> list[dict]:
+    """The metrics log of a run, one dict per line."""
+    path = Path(out_dir) / METRICS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"no {METRICS_FILE} in {out_dir}: is this a training output folder?")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def append_metrics(out_dir: str | os.PathLike, row: dict) -> None:
+    """Add ``row`` to the metrics log of ``out_dir`` (one line; the file is created if needed)."""
+    with open(Path(out_dir) / METRICS_FILE, "a") as handle:
+        handle.write(json.dumps(row) + "\n")
+
+
+def rewrite_metrics(out_dir: str | os.PathLike, rows: list[dict]) -> None:
+    """Replace the metrics log of ``out_dir`` by ``rows``, atomically (a resumed run drops the rows after its
+    checkpoint)."""
+    write_text_atomic(Path(out_dir) / METRICS_FILE, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def check_output_dir(out_dir: str | os.PathLike) -> Path:
+    """Create ``out_dir`` if needed and prove it is writable, with a clear error otherwise."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise PermissionError(f"cannot write to the output folder {out} ({exc.strerror}): choose another --out") from exc
+    return out

@@ -1,0 +1,94 @@
+"""Notebook 05's experiments: the labels = input_ids bug, pretraining's loop with another batch maker, and the
+held-out split by masking action, against pretraining's own functions and torch."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mlm_course import corpus, experiments, masking, objective, pretraining
+from mlm_course.training import TrainConfig
+
+
+@pytest.fixture
+def small_model(small_bert):
+    return small_bert().eval()
+
+
+def _heldout_blocks(tok, seq_len, count, max_chars=40_000):
+    return pretraining.pack_blocks([corpus.pretraining_text("heldout", max_chars=max_chars)], tok, seq_len)[:count]
+
+
+# ---- the labels = input_ids bug ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [masking.MaskSpec(), masking.MaskSpec(rate=0.5, mix=(0.5, 0.25, 0.25), scheme="fixed")])
+def test_buggy_batch_has_the_corrupted_ids_as_labels(course_tok, spec):
+    blocks = _heldout_blocks(course_tok, 32, 4, max_chars=20_000)
+    before = blocks.clone()
+    good = pretraining.mask_blocks(blocks, course_tok, spec, torch.Generator().manual_seed(5))
+    bad = experiments.buggy_mask_blocks(blocks, course_tok, spec, torch.Generator().manual_seed(5))
+    assert torch.equal(blocks, before)  # the caller's blocks are not modified
+    assert torch.equal(bad["input_ids"], good["input_ids"])  # the same corruption
+    assert torch.equal(bad["attention_mask"], good["attention_mask"])
+    assert bad["labels"] is bad["input_ids"]  # one tensor: the labels *are* the corrupted input
+    assert (bad["labels"] != -100).all()  # every position, [CLS] and [SEP] included, is in the loss
+    unselected = good["labels"] == -100
+    assert torch.equal(bad["labels"][unselected], blocks[unselected])  # copy the input where nothing was masked
+    masked = good["input_ids"] == course_tok.mask_token_id
+    assert masked.any() and (bad["labels"][masked] == course_tok.mask_token_id).all()
+
+
+def test_actions_of_recovers_mask_tokens_actions(course_tok):
+    blocks = _heldout_blocks(course_tok, 64, 16)
+    mb = masking.mask_tokens(blocks, special_ids=course_tok.all_special_ids, mask_token_id=course_tok.mask_token_id,
+                             vocab_size=len(course_tok), generator=torch.Generator().manual_seed(0))
+    got = experiments.actions_of(mb.as_dict(), course_tok.mask_token_id)
+    same_draw = (mb.action == masking.RANDOM) & (mb.input_ids == blocks)  # a random draw of the original token
+    assert torch.equal(got[~same_draw], mb.action.long()[~same_draw])
+    assert (got[same_draw] == masking.KEPT).all()
+
+
+def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
+    blocks = _heldout_blocks(course_tok, 32, 16)
+    batches = pretraining.frozen_eval_batches(blocks, course_tok, pretraining.MaskSpec(), batch_size=8)
+    ref = pretraining.evaluate_masked_lm(small_model, batches)
+    got = experiments.evaluate_by_action(small_model, batches, course_tok.mask_token_id)
+    assert math.isclose(got["all"]["loss"], ref["loss"], abs_tol=1e-5)
+    assert math.isclose(got["all"]["top1"], ref["top1"], abs_tol=1e-9)
+    assert got["all"]["tokens"] == ref["tokens"] == sum(got[a]["tokens"] for a in masking.ACTION_NAMES[1:])
+    assert got["[MASK]"]["mask"] == got["[MASK]"]["copy"]  # at a [MASK] position, copying = predicting [MASK]
+    # the 95 % interval of the mean loss: 1.96 standard errors of the per-token losses, from F.cross_entropy
+    with torch.no_grad():
+        logits, labels = zip(*(objective.masked_lm_outputs(small_model, b) for b in batches), strict=True)
+    per_token = F.cross_entropy(torch.cat(logits).double(), torch.cat(labels), reduction="none")
+    assert math.isclose(got["all"]["loss_ci95"], 1.96 * float(per_token.std()) / math.sqrt(len(per_token)), rel_tol=1e-4)
+    assert got["unchanged"]["loss_ci95"] > got["all"]["loss_ci95"]  # fewer tokens, wider interval
+
+
+def test_evaluate_by_action_restores_training_mode_when_the_forward_pass_fails(small_bert, course_tok, fail_forward):
+    """A forward pass that raises (out of memory, say) must not leave a training model in eval mode."""
+    batch = pretraining.mask_blocks(torch.tensor([course_tok("a short one.")["input_ids"]]), course_tok,
+                                    pretraining.MaskSpec(rate=0.5), torch.Generator().manual_seed(0))
+    model = small_bert(0, 64).train()
+    seen = fail_forward(model)
+    with pytest.raises(RuntimeError, match="simulated"):
+        experiments.evaluate_by_action(model, [batch], course_tok.mask_token_id)
+    assert seen == [False]  # it scored in eval mode (dropout off) ...
+    assert model.training and all(m.training for m in model.modules())  # ... and is back in train mode
+
+
+def test_train_with_batches_is_pretrains_loop(small_bert, course_tok):
+    blocks = pretraining.pack_blocks([corpus.pretraining_text("train", max_chars=20_000)], course_tok, 16)[:32]
+    config = TrainConfig(steps=3, batch_size=4, lr=1e-3, log_every=1, eval_every=100, precision="fp32")
+    a = small_bert(0, 16)
+    b = small_bert(0, 16)
+    ours = experiments.train_with_batches(a, course_tok, blocks, config)
+    ref = pretraining.pretrain(b, course_tok, blocks, blocks[:4], config, progress=False)
+    losses = [[m["loss"] for m in r.metrics if m["split"] == "train"] for r in (ours, ref)]
+    assert losses[0] == losses[1] and len(losses[0]) == 3
+    buggy = experiments.train_with_batches(
+        small_bert(0, 16), course_tok, blocks, config,
+        make_batch=experiments.buggy_mask_blocks)
+    assert [m["loss"] for m in buggy.metrics if m["split"] == "train"] != losses[0]
