@@ -197,15 +197,15 @@ multiple_choice(
         "b": "Because all-MiniLM-L6-v2 was not made by masked-LM pretraining alone: it was distilled from a larger "
              "model and then trained contrastively on about 1 B sentence pairs. The gap mixes a teacher, far more "
              "data, another objective and 15 times the parameters; nothing in it isolates the masked-LM objective.",
-        "c": "Because MiniLM was fine-tuned for one epoch and the course checkpoint for two.",
+        "c": "Because MiniLM was fine-tuned for more epochs than the course checkpoint.",
         "d": "Because the test set was used to pick the best model, which flatters MiniLM.",
     },
     "b",
     {
         "a": "one 95 % interval at 80 % accuracy on 1,057 sentences is about ±2.4 points (the dot plot's bars); "
              "7.4 points is far outside it. The gap is real; the question is what caused it.",
-        "c": "fewer epochs can only have hurt MiniLM, so this cannot explain why it is ahead. Look at how MiniLM "
-             "itself was trained (section 3).",
+        "c": "it had fewer: one epoch against two (section 6 prints them), which can only have hurt MiniLM. Look at "
+             "how MiniLM itself was trained (section 3).",
         "d": "every model is chosen on dev and test is scored once (section 5), the same rule for all rows.",
     },
 )
