@@ -30,6 +30,7 @@ from pathlib import Path
 from mlm_course import corpus
 from mlm_course.models import load_mlm
 from mlm_course.probes import probe_hits
+from mlm_course.run_files import read_metrics
 
 FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "metrics.jsonl", "results.json")
 
@@ -75,23 +76,30 @@ def stage(results: dict, command: str) -> dict:
 
 
 def joined_metrics(earlier: Path, later: Path, steps: int, seconds: float, stage: int) -> str:
-    """metrics.jsonl of the earlier stages and a later one (number ``stage``) as one curve.
+    """metrics.jsonl of the run folders of the earlier stages and of a later one (number ``stage``) as one curve.
 
     The later stage's steps and seconds follow the earlier's; rows without a stage number belong to stage 1.
     """
-    lines = [json.loads(line) for line in earlier.read_text().splitlines() if line.strip()]
-    lines = [{"stage": 1} | row for row in lines]
-    for line in later.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            lines.append(row | {"step": row["step"] + steps, "seconds": row.get("seconds", 0.0) + seconds,
-                                "stage": stage})
+    lines = [{"stage": 1} | row for row in read_metrics(earlier)]
+    lines += [row | {"step": row["step"] + steps, "seconds": row.get("seconds", 0.0) + seconds, "stage": stage}
+              for row in read_metrics(later)]
     return "".join(json.dumps(row) + "\n" for row in lines)
+
+
+def warmup_text(run: dict) -> str:
+    """The warm-up of a recorded training config, as the model card says it: a step count or a share of the steps.
+
+    Configs recorded before the rename hold ``warmup`` (a fraction below 1, else a count)."""
+    if "warmup" in run:
+        return str(int(run["warmup"])) if run["warmup"] >= 1 else f"{run['warmup']:.0%} of the"
+    if run["warmup_steps"] is not None:
+        return str(run["warmup_steps"])
+    return f"{run['warmup_ratio']:.0%} of the"
 
 
 def _stage_line(number: int, st: dict) -> str:
     run = st["train_config"]
-    warmup = int(run["warmup"]) if run["warmup"] >= 1 else f"{run['warmup']:.0%} of the"
+    warmup = warmup_text(run)
     start = "random weights" if number == 1 else f"the weights of stage {number - 1}"
     if run["extra"].get("stack_to"):
         start += f", stacked to {run['extra']['stack_to']} layers (layer i a copy of layer i mod the old depth)"
@@ -128,7 +136,7 @@ def main() -> int:
         earlier = json.loads((args.after / "results.json").read_text())
         stages[:0] = earlier.get("stages") or [stage(earlier, args.after_command)]
         (temp / "metrics.jsonl").write_text(joined_metrics(
-            args.after / "metrics.jsonl", args.run / "metrics.jsonl", earlier["steps"], earlier["seconds"], len(stages)))
+            args.after, args.run, earlier["steps"], earlier["seconds"], len(stages)))
         for key in ("steps", "tokens_seen", "seconds"):
             results[key] = sum(st[key] for st in stages)
     results["stages"] = stages
