@@ -29,6 +29,7 @@ from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 from mlm_course import corpus, experiments, finetune, models, tokenization
 from mlm_course import device as devices
+from mlm_course.models import evaluation_mode
 from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
 from mlm_course.run_files import write_json_atomic
 from mlm_course.training import TrainConfig, iterate_in_batches
@@ -172,16 +173,14 @@ def load_data(budget: Budget) -> GridData:
 def sentence_features(encoder: torch.nn.Module, data: finetune.Encoded, pad_token_id: int,
                       batch_size: int = 256) -> np.ndarray:
     """Mean of the last hidden states over each sentence's tokens ([CLS] and [SEP] included), frozen."""
-    was_training = encoder.training
-    encoder.eval()
     rows = []
-    for part in iterate_in_batches(len(data), batch_size):
-        features = [{"input_ids": ids, "label": 0, "index": 0} for ids in data.input_ids[part]]
-        batch = finetune.pad_batch(features, pad_token_id=pad_token_id)
-        hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-        weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        rows.append(((hidden * weights).sum(1) / weights.sum(1)).float().numpy())
-    encoder.train(was_training)
+    with evaluation_mode(encoder):
+        for part in iterate_in_batches(len(data), batch_size):
+            features = [{"input_ids": ids, "label": 0, "index": 0} for ids in data.input_ids[part]]
+            batch = finetune.pad_batch(features, pad_token_id=pad_token_id)
+            hidden = encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+            weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            rows.append(((hidden * weights).sum(1) / weights.sum(1)).float().numpy())
     return np.concatenate(rows)
 
 

@@ -15,12 +15,13 @@ from mlm_course import masking
 from mlm_course.masking import IGNORE_INDEX, MaskSpec
 from mlm_course.models import evaluation_mode
 from mlm_course.objective import masked_lm_loss, masked_lm_outputs, mlm_loss
-from mlm_course.pretraining import mask_blocks
-from mlm_course.training import TrainConfig, TrainLoop, TrainResult, cycle_batches, step_generator
+from mlm_course.pretraining import mask_blocks, training_batches
+from mlm_course.training import TrainConfig, TrainLoop, TrainResult
 
 
 def buggy_mask_blocks(
-    blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, spec: MaskSpec, generator: torch.Generator
+    blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, spec: MaskSpec, generator: torch.Generator,
+    attention_mask: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """The bug, reproduced: mask ``input_ids`` in place, then pass ``labels=input_ids``.
 
@@ -28,7 +29,7 @@ def buggy_mask_blocks(
     the loss rewards copying the input at every position and predicting [MASK] where [MASK] is shown. Otherwise
     it is :func:`mlm_course.pretraining.mask_blocks` (the same masks for the same generator state).
     """
-    batch = mask_blocks(blocks, tokenizer, spec, generator)
+    batch = mask_blocks(blocks, tokenizer, spec, generator, attention_mask=attention_mask)
     return {**batch, "labels": batch["input_ids"]}  # the bug: one tensor, so the labels are the masked input
 
 
@@ -42,14 +43,11 @@ def train_with_batches(
     spec: MaskSpec = MaskSpec(),
     progress: bool = False,
 ) -> TrainResult:
-    """:func:`mlm_course.pretraining.pretrain`'s loop (same batches, same seeds, same loss) with a replaceable batch
-    maker, e.g. :func:`buggy_mask_blocks`; no evaluation during training (use :func:`evaluate_by_action` after)."""
-    pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
-
-    def batch_for_step(step: int, micro: int) -> dict[str, torch.Tensor]:
-        rows = train_blocks[pick(step, micro, config.grad_accum)]
-        return make_batch(rows, tokenizer, spec, step_generator(config.seed, step, stream=micro))
-
+    """:func:`mlm_course.pretraining.pretrain`'s loop (its batches, seeds and loss: :func:`training_batches`) with a
+    replaceable batch maker, e.g. :func:`buggy_mask_blocks`; no evaluation during training (use
+    :func:`evaluate_by_action` after)."""
+    batch_for_step = training_batches(train_blocks, tokenizer, config, spec, static_copies=None, short_share=0.0,
+                                      slots=config.grad_accum, make_batch=make_batch)
     trainer = TrainLoop(model, config, batch_for_step=batch_for_step, compute_loss=masked_lm_loss, progress=progress)
     return trainer.train()
 

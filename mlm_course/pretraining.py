@@ -249,14 +249,16 @@ def pretrain(
 def training_batches(
     train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, config: TrainConfig, spec: MaskSpec, *,
     static_copies: int | None, short_share: float, slots: int,
+    make_batch: Callable[..., dict[str, torch.Tensor]] = mask_blocks,
 ) -> Callable[[int, int], dict[str, torch.Tensor]]:
     """``batch_for_step(step, slot)`` of :func:`pretrain`: the slot's rows of the step, masked (``slots``
-    micro-batches per step over all processes); with ``static_copies``, rows of the epoch's masked copy."""
+    micro-batches per step over all processes); with ``static_copies``, rows of the epoch's masked copy.
+    ``make_batch`` (:func:`mask_blocks`'s signature) masks the rows, e.g. with a bug to study."""
     pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
 
     def masked(blocks: torch.Tensor, generator: torch.Generator) -> dict[str, torch.Tensor]:
         ids, attention = shorten_blocks(blocks, tokenizer, short_share, generator)
-        return mask_blocks(ids, tokenizer, spec, generator, attention_mask=attention)
+        return make_batch(ids, tokenizer, spec, generator, attention_mask=attention)
 
     copies = [masked(train_blocks, step_generator(config.seed, copy, stream=STATIC_MASK_STREAM))
               for copy in range(static_copies or 0)]

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm  # a widget bar in Jupyter (ipywidgets), text elsewhe
 from mlm_course import device as devices
 from mlm_course import run_files
 from mlm_course.device import lean_batch, to_device
+from mlm_course.models import evaluation_mode
 
 Batch = dict[str, torch.Tensor]
 CHECKPOINT_POINTER = "latest_checkpoint.txt"
@@ -322,11 +323,8 @@ class TrainLoop:
         self.last_eval_step = self.step
         if self.evaluate_fn is None:
             return {}
-        was_training = self.model.training
-        self.model.eval()
-        with torch.no_grad(), self.accelerator.autocast():
+        with evaluation_mode(self.model), torch.no_grad(), self.accelerator.autocast():
             result = self.evaluate_fn(self.model)
-        self.model.train(was_training)
         row = {"step": self.step, **self.annotate(self.step), "split": self.eval_split, **result,
                "seconds": self.seconds()}
         self.log(row)

@@ -22,7 +22,6 @@ RANDOM_PREFIX = "random:"
 def _quiet_transformers():
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
     previous = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # "Some weights ... newly initialized": expected for the head, said in the docs
     return previous

@@ -14,6 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from mlm_course import corpus
 from mlm_course.finetune.classifier import LABEL_NAMES
 from mlm_course.finetune.data import Encoded, encode, make_loader
+from mlm_course.models import evaluation_mode
 
 
 def classification_metrics(labels: Sequence[int], predictions: Sequence[int], num_labels: int = 2) -> dict:
@@ -53,9 +54,7 @@ def _score(model, loader, n: int, num_labels: int, accelerator=None) -> torch.Te
     """Log-probabilities of every example, in index order, from a (possibly sharded) loader."""
     device = accelerator.device if accelerator is not None else next(model.parameters()).device
     out = torch.full((n, num_labels), float("nan"))
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
+    with evaluation_mode(model), torch.no_grad():
         for batch in loader:
             index = batch.pop("index").to(device)
             batch.pop("labels")
@@ -66,7 +65,6 @@ def _score(model, loader, n: int, num_labels: int, accelerator=None) -> torch.Te
                 index, logits = accelerator.gather((index, logits))
             keep = index >= 0
             out[index[keep].cpu()] = logits[keep].log_softmax(-1).cpu()
-    model.train(was_training)
     if torch.isnan(out).any():
         raise RuntimeError("some examples were not scored: the evaluation loader skipped batches")
     return out
@@ -138,13 +136,12 @@ def logistic_regression_on_dev(train: tuple, dev: tuple, test: tuple, *, cs: Seq
     stronger regularisation); dev and test metrics of the chosen one, and its test predictions."""
     from sklearn.linear_model import LogisticRegression
 
-    by_c = {}
+    by_c = {}  # C -> (dev metrics, classifier)
     for c in cs:
         clf = LogisticRegression(C=c, max_iter=2000).fit(*train)
-        by_c[c] = (classification_metrics(dev[1], clf.predict(dev[0]).tolist())["accuracy"], clf)
-    best_c = max(by_c, key=lambda c: (by_c[c][0], -c))
-    clf = by_c[best_c][1]
+        by_c[c] = (classification_metrics(dev[1], clf.predict(dev[0]).tolist()), clf)
+    best_c = max(by_c, key=lambda c: (by_c[c][0]["accuracy"], -c))
+    dev_metrics, clf = by_c[best_c]
     predictions = clf.predict(test[0]).tolist()
-    return {"C": best_c, "dev_accuracy_by_C": {str(c): round(a, 4) for c, (a, _) in by_c.items()},
-            "dev": classification_metrics(dev[1], clf.predict(dev[0]).tolist()),
-            "test": classification_metrics(test[1], predictions), "test_predictions": predictions}
+    return {"C": best_c, "dev_accuracy_by_C": {str(c): round(m["accuracy"], 4) for c, (m, _) in by_c.items()},
+            "dev": dev_metrics, "test": classification_metrics(test[1], predictions), "test_predictions": predictions}
