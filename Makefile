@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Tests and headless runs: no display, no network, and (for tests) the quick sizes of mlm_course.settings.
+# Tests and headless runs: no display, no network, and (for tests) the quick sizes of mlm_course.lab.settings.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg
 QUICK   := MLM_COURSE_QUICK=1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))

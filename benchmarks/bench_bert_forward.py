@@ -22,8 +22,9 @@ import torch
 import transformers
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course import device, models
+from mlm_course import models
 from mlm_course.bert import BertMLM
+from mlm_course.lab import precision as device
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_forward.json"
 

@@ -9,7 +9,7 @@ Same process, one GPU (``CUDA_VISIBLE_DEVICES`` pinned to the first: without a l
 model over every GPU with DataParallel and process N× the tokens counted), same random-init model (seeded), same
 synthetic batches (every sequence exactly ``--seq`` tokens, so no padding and tokens = batch × seq):
 
-* ``ours`` — :func:`mlm_course.finetune.fit` (the course's :class:`~mlm_course.training.TrainLoop`): accelerate,
+* ``ours`` — :func:`mlm_course.finetune.fit` (the course's :class:`~mlm_course.lab.runner.TrainLoop`): accelerate,
   ``--precision`` (auto: bf16 on compute capability ≥ 8.0, fp16 + loss scaling before), TF32 on Ampere+, SDPA,
   fused AdamW, no host sync except at log steps; ``ours_compiled`` the same with torch.compile;
 * ``trainer_defaults`` — ``transformers.Trainer`` with default ``TrainingArguments`` (fp32), batch size and steps set;
@@ -44,7 +44,7 @@ import transformers  # noqa: E402
 from transformers import BertConfig, BertForSequenceClassification  # noqa: E402
 
 from mlm_course import bert, finetune  # noqa: E402
-from mlm_course import device as devices  # noqa: E402
+from mlm_course.lab import precision as devices  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "finetune_gpu.json"
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 256}

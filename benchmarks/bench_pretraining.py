@@ -5,9 +5,9 @@
 
 Runs, each on a freshly built (seeded) model, timing ``--steps`` steps after ``--warmup`` untimed ones:
 
-* ``ours`` — :func:`mlm_course.pretraining.pretrain` (the course's :class:`~mlm_course.training.TrainLoop`) at
+* ``ours`` — :func:`mlm_course.pretraining.pretrain` (the course's :class:`~mlm_course.lab.runner.TrainLoop`) at
   ``--precision`` (auto: bf16 autocast on GPUs of compute capability ≥ 8.0 and on CPUs whose bf16 matmul measures
-  faster than fp32, see :func:`mlm_course.device.cpu_bf16_pays`), logits only at the masked positions, fused AdamW;
+  faster than fp32, see :func:`mlm_course.lab.precision.cpu_bf16_pays`), logits only at the masked positions, fused AdamW;
 * ``ours_fp32`` — the same in fp32; ``ours_full_logits`` — at our precision, the vocabulary projection everywhere;
 * ``ours_bf16`` — on a CPU with bf16 instructions where auto kept fp32: what bf16 autocast would have given;
 * ``trainer_defaults`` — ``transformers.Trainer`` + ``BertForMaskedLM`` + ``DataCollatorForLanguageModeling``
@@ -38,10 +38,10 @@ from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArgum
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from mlm_course import bert, corpus, tokenization  # noqa: E402
-from mlm_course import device as devices  # noqa: E402
+from mlm_course.lab import precision as devices  # noqa: E402
+from mlm_course.lab.runner import TrainConfig  # noqa: E402
 from mlm_course.models import build_model  # noqa: E402
 from mlm_course.pretraining import MaskSpec, pack_blocks, pretrain  # noqa: E402
-from mlm_course.training import TrainConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "pretraining.json"
 MASK_RATE = 0.15

@@ -27,12 +27,13 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
-from mlm_course import corpus, experiments, finetune, models, tokenization
-from mlm_course import device as devices
+from mlm_course import corpus, finetune, models, tokenization
+from mlm_course.lab import experiments
+from mlm_course.lab import precision as devices
+from mlm_course.lab.run_files import write_json_atomic
+from mlm_course.lab.runner import TrainConfig, iterate_in_batches
 from mlm_course.models import evaluation_mode
 from mlm_course.pretraining import MaskSpec, frozen_eval_batches, pack_blocks, pretrain, unigram_baseline
-from mlm_course.run_files import write_json_atomic
-from mlm_course.training import TrainConfig, iterate_in_batches
 
 FAMILIES = ("mix", "rate", "static")
 
@@ -221,7 +222,7 @@ def fine_tune_accuracy(model: BertForMaskedLM, data: GridData, budget: Budget, s
 def heldout_by_action(model: BertForMaskedLM, data: GridData) -> dict[str, dict[str, float]]:
     """Held-out loss and top-1 on the frozen 15 % 80/10/10 masks, overall (``"all"``, equal to the run's held-out
     figures) and split by what the evaluation did at the position: ``"[MASK]"``, ``"random token"``, ``"unchanged"``
-    (:func:`mlm_course.experiments.evaluate_by_action`)."""
+    (:func:`mlm_course.lab.experiments.evaluate_by_action`)."""
     batches = frozen_eval_batches(data.eval_blocks, data.tokenizer, MaskSpec())  # the masks pretrain() scores on
     return experiments.evaluate_by_action(model, batches, data.tokenizer.mask_token_id)
 

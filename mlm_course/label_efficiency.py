@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import torch
 
 from . import corpus, finetune, models, word_order
-from .run_files import write_json_atomic
+from .lab.run_files import write_json_atomic
 
 TASKS = ("word_order", "sentiment")
 BUDGETS = (50, 100, 300, 1000, None)  # None: every training label

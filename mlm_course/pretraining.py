@@ -20,11 +20,9 @@ import torch.nn.functional as F
 from transformers import BertForMaskedLM, PreTrainedTokenizerBase
 
 from mlm_course import corpus, masking, models, tokenization
-from mlm_course.device import machine, make_accelerator
-from mlm_course.masking import MaskSpec
-from mlm_course.objective import masked_lm_loss, masked_lm_outputs, masked_positions
-from mlm_course.run_files import check_output_dir, write_json_atomic
-from mlm_course.training import (
+from mlm_course.lab.precision import machine, make_accelerator
+from mlm_course.lab.run_files import check_output_dir, write_json_atomic
+from mlm_course.lab.runner import (
     InvalidSettings,
     TrainConfig,
     TrainLoop,
@@ -36,6 +34,8 @@ from mlm_course.training import (
     load_saved_weights,
     step_generator,
 )
+from mlm_course.masking import MaskSpec
+from mlm_course.objective import masked_lm_loss, masked_lm_outputs, masked_positions
 
 EVAL_MASK_SEED = 1234
 STATIC_MASK_STREAM = 100  # random stream of the static copies; per-step masks use streams 0..grad_accum-1
@@ -221,7 +221,7 @@ def pretrain(
     Evaluation uses frozen masks drawn by ``eval_spec`` (BERT's 15 % 80/10/10 by default, whatever ``spec`` is),
     so held-out losses of runs with different training masks are comparable.
 
-    Runs on :class:`mlm_course.training.TrainLoop`, also under ``accelerate launch`` (each process trains on its
+    Runs on :class:`mlm_course.lab.runner.TrainLoop`, also under ``accelerate launch`` (each process trains on its
     own micro-batches and scores its share of the held-out batches).
     """
     if static_copies is not None and (isinstance(static_copies, bool) or not isinstance(static_copies, int)
@@ -286,7 +286,7 @@ class PretrainSettings:
     """What :func:`run` pretrains, on which text, with which masks (the optimiser's settings: a TrainConfig).
 
     Field names are the command line's options (``mask_rate`` is ``--mask-rate``, ``model`` is ``--config``);
-    every field is checked here, so a bad one is refused before any work (:class:`~mlm_course.training.InvalidSettings`).
+    every field is checked here, so a bad one is refused before any work (:class:`~mlm_course.lab.runner.InvalidSettings`).
     """
 
     model: str | None = None  # a size of models.CONFIGS ("small" by default); with init_from the saved model's size

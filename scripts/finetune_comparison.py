@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from mlm_course import corpus, finetune, models
-from mlm_course.run_files import write_json_atomic
+from mlm_course.lab.run_files import write_json_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "finetune_comparison.json"
 ORDER = ("bow", "random", "course", "minilm", "bert-base")

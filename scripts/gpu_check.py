@@ -121,7 +121,7 @@ def throughput(dry: bool, work: Path) -> dict:
 
 
 def pretrain_small(dry: bool, work: Path) -> dict:
-    from mlm_course import cli
+    from mlm_course.lab import cli
 
     out = work / "pretrain"
     budget = ["--config", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000",
@@ -146,7 +146,7 @@ def two_processes(dry: bool, work: Path) -> dict:
     if dry or torch.cuda.device_count() < 2:
         return {"skipped": f"{torch.cuda.device_count()} GPU(s) visible: needs two"}
     launcher = shutil.which("accelerate") or "accelerate"
-    cmd = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "-m", "mlm_course.cli", "finetune",
+    cmd = [launcher, "launch", "--multi_gpu", "--num_processes", "2", "-m", "mlm_course.lab.cli", "finetune",
            "--model", "random:course", "--epochs", "1", "--out", str(work / "two"), "--no-progress"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:

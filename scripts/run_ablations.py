@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mlm_course import ablations
-from mlm_course.run_files import write_json_atomic
+from mlm_course.lab.run_files import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 

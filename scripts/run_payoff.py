@@ -23,7 +23,7 @@ import torch
 
 from mlm_course import label_efficiency as le
 from mlm_course import word_order
-from mlm_course.run_files import write_json_atomic
+from mlm_course.lab.run_files import write_json_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "pretraining_payoff.json"
 #: the domain-adapted checkpoint of the stored results: 1,000 steps from the course checkpoint on the unlabelled

@@ -18,10 +18,10 @@ import json
 import torch
 
 from mlm_course import corpus, tokenization
+from mlm_course.lab.runner import TrainConfig
 from mlm_course.models import load_for_training
 from mlm_course.pretraining import MaskSpec, evaluate_masked_lm, frozen_eval_batches, pack_blocks, pretrain
 from mlm_course.probes import probe_hits
-from mlm_course.training import TrainConfig
 
 
 def scores(model, tokenizer, long_eval: torch.Tensor, short_eval: torch.Tensor) -> dict:

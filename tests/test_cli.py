@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course import cli
+from mlm_course.lab import cli
 
 
 def test_help_lists_the_commands(capsys):
@@ -148,8 +148,8 @@ def test_calibration_plans_the_steps_that_fit_the_budget(monkeypatch, tiny_model
     """A fake clock where every probe step takes 0.25 s: 1 minute is 240 steps, less the 5 % margin = 228;
     the probe trains a copy (the caller's weights do not move): 8 warm-up steps, then 20 timed ones."""
     from mlm_course import pretraining
+    from mlm_course.lab.runner import TrainConfig
     from mlm_course.masking import MaskSpec
-    from mlm_course.training import TrainConfig
 
     clock, probes = [0.0], []
 
@@ -249,7 +249,7 @@ def test_two_processes_train_what_one_process_with_accumulation_trains(tmp_path)
               "--max-chars", "20000", "--eval-every", "100", "--device", "cpu", "--precision", "fp32", "--no-progress"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "mlm_course.cli", *common, "--out", str(tmp_path / "two")],
+                           "-m", "mlm_course.lab.cli", *common, "--out", str(tmp_path / "two")],
                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

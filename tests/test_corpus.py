@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from mlm_course import corpus
-from mlm_course.settings import SETTINGS
+from mlm_course.lab.settings import SETTINGS
 
 N_SENTENCES = 10_568  # 10,605 rated sentences (Hutto & Gilbert 2014) minus 37 with mean rating 0
 N_POSITIVE = 5_242

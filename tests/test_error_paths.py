@@ -4,9 +4,10 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course import cli, masking
+from mlm_course import masking
+from mlm_course.lab import cli
+from mlm_course.lab.runner import TrainConfig, TrainLoop
 from mlm_course.mask_checks import count_distinct_masks
-from mlm_course.training import TrainConfig, TrainLoop
 from mlm_course.whole_word import word_starts
 
 # ---- resuming into a model that does not fit the checkpoint -----------------------------------------------------

@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mlm_course import corpus, experiments, masking, objective, pretraining
-from mlm_course.training import TrainConfig
+from mlm_course import corpus, masking, objective, pretraining
+from mlm_course.lab import experiments
+from mlm_course.lab.runner import TrainConfig
 
 
 @pytest.fixture

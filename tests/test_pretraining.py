@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from mlm_course import pretraining
+from mlm_course.lab.runner import TrainConfig
 from mlm_course.pretraining import MaskSpec
-from mlm_course.training import TrainConfig
 
 
 @pytest.fixture
@@ -228,7 +228,7 @@ def test_shipped_checkpoint_figures_are_what_its_weights_compute():
 
 
 def test_pretraining_settings_name_every_bad_field():
-    from mlm_course.training import InvalidSettings
+    from mlm_course.lab.runner import InvalidSettings
 
     with pytest.raises(InvalidSettings) as error:
         pretraining.PretrainSettings(model="huge", mask_rate=1.5, mask_mix=(0.5, 0.5, 0.5), scheme="spans",

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from mlm_course import run_files
+from mlm_course.lab import run_files
 
 
 def test_unwritable_output_folder_is_a_clear_error(tmp_path):

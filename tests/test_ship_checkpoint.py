@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import ship_checkpoint  # noqa: E402
 
-from mlm_course.training import TrainConfig  # noqa: E402
+from mlm_course.lab.runner import TrainConfig  # noqa: E402
 
 
 def test_warmup_text_reads_configs_recorded_before_and_after_the_rename():
@@ -22,7 +22,7 @@ def test_warmup_text_reads_configs_recorded_before_and_after_the_rename():
 def test_joined_metrics_continue_the_later_stage_after_the_earlier(tmp_path):
     import json
 
-    from mlm_course.run_files import append_metrics
+    from mlm_course.lab.run_files import append_metrics
 
     earlier, later = tmp_path / "a", tmp_path / "b"
     for folder, rows in ((earlier, [{"step": 10, "seconds": 5.0, "loss": 7.0}]),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from mlm_course.exercises import Between, Near, multiple_choice, numeric
+from mlm_course.lab.runner import linear_schedule
 from mlm_course.models import CONFIGS
-from mlm_course.training import linear_schedule
 
 COURSE_VOCAB = 8192
 TINY_HIDDEN = CONFIGS["tiny"]["hidden_size"]

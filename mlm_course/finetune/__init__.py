@@ -7,7 +7,7 @@
 * :mod:`~mlm_course.finetune.data` — :func:`encode`, :func:`sentiment_data`: token ids without padding;
   :class:`LengthBucketSampler` + :func:`pad_batch`: batches of similar lengths, each padded only to its own longest.
 * :mod:`~mlm_course.finetune.loop` — :func:`fit`: the course's one training loop
-  (:class:`mlm_course.training.TrainLoop`: AdamW, warm-up/decay, clipping, accumulation, mixed precision, several
+  (:class:`mlm_course.lab.runner.TrainLoop`: AdamW, warm-up/decay, clipping, accumulation, mixed precision, several
   processes through ``accelerate launch``) on length-bucketed batches; evaluates on dev, keeps the best weights,
   stops early.
 * :mod:`~mlm_course.finetune.metrics` — :func:`evaluate`, :func:`classification_metrics`,

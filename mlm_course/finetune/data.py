@@ -13,8 +13,8 @@ from transformers import PreTrainedTokenizerBase
 
 from mlm_course import corpus
 from mlm_course.collator import pad_rows
+from mlm_course.lab.runner import step_generator
 from mlm_course.masking import IGNORE_INDEX
-from mlm_course.training import step_generator
 
 MIN_MAX_LENGTH = 8
 

@@ -1,4 +1,4 @@
-"""Fine-tuning on the course's one training loop (:class:`mlm_course.training.TrainLoop`): the settings, dev
+"""Fine-tuning on the course's one training loop (:class:`mlm_course.lab.runner.TrainLoop`): the settings, dev
 evaluation with early stopping, and the best weights kept in memory and written atomically to ``best/``."""
 
 from __future__ import annotations
@@ -15,23 +15,23 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from mlm_course import device as devices
 from mlm_course.finetune.data import Encoded, RunBatches, make_loader
 from mlm_course.finetune.metrics import _score, classification_metrics
-from mlm_course.run_files import write_json_atomic
-from mlm_course.training import InvalidSettings, OptimiserSettings, TrainConfig, TrainLoop
+from mlm_course.lab import precision as devices
+from mlm_course.lab.run_files import write_json_atomic
+from mlm_course.lab.runner import InvalidSettings, OptimiserSettings, TrainConfig, TrainLoop
 
 PRECISIONS = devices.PRECISIONS
 BEST_DIR = "best"
 
-#: Built in :mod:`mlm_course.device`; here because the notebook and older code call them from this module.
+#: Built in :mod:`mlm_course.lab.precision`; here because the notebook and older code call them from this module.
 make_accelerator = devices.make_accelerator
 describe_accelerator = devices.describe_accelerator
 
 
 @dataclass(kw_only=True)
 class FinetuneConfig(OptimiserSettings):
-    """Settings of :func:`fit` (fine-tuning defaults; :class:`~mlm_course.training.OptimiserSettings` has the
+    """Settings of :func:`fit` (fine-tuning defaults; :class:`~mlm_course.lab.runner.OptimiserSettings` has the
     shared ones)."""
 
     epochs: int = 2
@@ -170,7 +170,7 @@ def fit(
     verbose: bool = True,
     accelerator=None,
 ) -> FitResult:
-    """Fine-tune ``model`` on ``train`` with :class:`mlm_course.training.TrainLoop`; evaluate on ``dev``, keep the
+    """Fine-tune ``model`` on ``train`` with :class:`mlm_course.lab.runner.TrainLoop`; evaluate on ``dev``, keep the
     best weights, stop after ``patience`` evaluations without gain.
 
     With ``out_dir`` the main process writes ``metrics.jsonl`` and the best model (``best/``, save_pretrained,

@@ -11,18 +11,18 @@ from pathlib import Path
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from mlm_course import device as devices
 from mlm_course.finetune.classifier import load_classifier
 from mlm_course.finetune.data import Encoded, _check_max_length, sentiment_data
 from mlm_course.finetune.loop import FinetuneConfig, FitResult, fit, make_accelerator
 from mlm_course.finetune.metrics import EvalResult, evaluate
-from mlm_course.run_files import write_json_atomic
+from mlm_course.lab import precision as devices
+from mlm_course.lab.run_files import write_json_atomic
 
 RESULTS_FILE = "results.json"
 
 
 def hardware(accelerator=None) -> dict:
-    """Where a run happened (for results files): :func:`mlm_course.device.machine` plus the process count."""
+    """Where a run happened (for results files): :func:`mlm_course.lab.precision.machine` plus the process count."""
     info = devices.machine(accelerator.device.type if accelerator is not None else None)
     info["processes"] = accelerator.num_processes if accelerator is not None else 1
     return info

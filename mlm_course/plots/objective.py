@@ -38,7 +38,7 @@ ACTION_METRIC_LABELS = {"loss": "cross-entropy (nats)", "top1": "top-1 accuracy"
 def loss_by_action_bars(results: dict, *, metric: str = "loss", title: str = "") -> Figure:
     """Grouped bars: ``metric`` at the [MASK], random and unchanged positions (and all), one colour per model.
 
-    ``results``: ``{model name: mlm_course.experiments.evaluate_by_action(...)}``. For the loss, a ``loss_ci95``
+    ``results``: ``{model name: mlm_course.lab.experiments.evaluate_by_action(...)}``. For the loss, a ``loss_ci95``
     entry (half-width of a 95 % interval over the scored tokens) is drawn as an error bar.
     """
     import numpy as np

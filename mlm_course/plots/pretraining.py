@@ -20,7 +20,7 @@ def _mark_stages(metrics: list[dict], axes) -> None:
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, copying: dict | None = None,
                        title: str = "") -> Figure:
     """Training loss (per log interval) and held-out loss / top-1 / top-5 by step (``metrics`` from
-    :func:`mlm_course.run_files.read_metrics`), with the unigram baseline
+    :func:`mlm_course.lab.run_files.read_metrics`), with the unigram baseline
     (``baseline``) and the unigram-plus-copying one (``copying``, :func:`mlm_course.pretraining.copying_baseline`).
 
     Rows with a ``stage`` number (joined runs of continued pretraining) get a dotted line where each later stage starts.

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from mlm_course import finetune as ft
-from mlm_course import run_files, training
-from mlm_course.training import TrainConfig, TrainLoop
+from mlm_course.lab import run_files
+from mlm_course.lab import runner as training
+from mlm_course.lab.runner import TrainConfig, TrainLoop
 
 TINY_CLASSIFIER = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
 
@@ -425,7 +426,7 @@ def test_weights_stored_in_bf16_are_trained_in_fp32():
 def test_schedule_does_not_advance_on_a_step_the_loss_scaler_skipped():
     """fp16: an overflowing step is skipped by the scaler, and the learning-rate schedule must wait for it too.
     (accelerate refuses fp16 on a CPU, so the test hands the accelerator torch's CPU GradScaler.)"""
-    from mlm_course.device import make_accelerator
+    from mlm_course.lab.precision import make_accelerator
 
     accelerator = make_accelerator("cpu", "fp32")
     accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)

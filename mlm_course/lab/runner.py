@@ -1,6 +1,6 @@
 """The one training loop, on ``accelerate``: pretraining and fine-tuning both run :class:`TrainLoop`.
 
-Device placement, mixed precision (bf16 / fp16 + loss scaling / fp32, see :func:`mlm_course.device.precision_dtype`),
+Device placement, mixed precision (bf16 / fp16 + loss scaling / fp32, see :func:`mlm_course.lab.precision.precision_dtype`),
 gradient accumulation, several processes through ``accelerate launch`` (DDP), AdamW with weight-decay groups,
 linear warm-up then linear decay, clipping, periodic evaluation, a JSON-lines metrics log, and atomic checkpoints
 that a killed run resumes from; only the main process writes. Every random draw of step ``s`` comes from a
@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm  # a widget bar in Jupyter (ipywidgets), text elsewhere
 
-from mlm_course import device as devices
-from mlm_course import run_files
-from mlm_course.device import lean_batch, to_device
+from mlm_course.lab import precision as devices
+from mlm_course.lab import run_files
+from mlm_course.lab.precision import lean_batch, to_device
 from mlm_course.models import evaluation_mode
 
 Batch = dict[str, torch.Tensor]
@@ -64,7 +64,7 @@ class OptimiserSettings:
     log_every: int = 10
     seed: int = 0
     device: str | None = None
-    precision: str = "auto"  # auto, fp32, bf16, fp16 (see mlm_course.device.precision_dtype)
+    precision: str = "auto"  # auto, fp32, bf16, fp16 (see mlm_course.lab.precision.precision_dtype)
     compile: bool = False  # torch.compile the training step (the evaluation runs eagerly)
 
     def _problems(self, counts: tuple[str, ...]) -> dict[str, str]:

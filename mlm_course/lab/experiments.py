@@ -12,11 +12,11 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from mlm_course import masking
+from mlm_course.lab.runner import TrainConfig, TrainLoop, TrainResult
 from mlm_course.masking import IGNORE_INDEX, MaskSpec
 from mlm_course.models import evaluation_mode
 from mlm_course.objective import masked_lm_loss, masked_lm_outputs, mlm_loss
 from mlm_course.pretraining import mask_blocks, training_batches
-from mlm_course.training import TrainConfig, TrainLoop, TrainResult
 
 
 def buggy_mask_blocks(

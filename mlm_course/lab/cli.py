@@ -25,7 +25,7 @@ def _mix(text: str) -> tuple[float, float, float]:
 def _common_options(*, lr: float, warmup_ratio: float) -> argparse.ArgumentParser:
     """The options `pretrain` and `finetune` share, as a parent parser (a new one per command: argparse shares
     the option objects between a parent and its children, so defaults set on one command would leak)."""
-    from mlm_course.device import PRECISIONS
+    from mlm_course.lab.precision import PRECISIONS
 
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--out", required=True, type=Path, help="output folder")
@@ -58,7 +58,7 @@ def _add_pretrain(sub) -> None:
         description="Pretrain a BERT masked language model from scratch on the shipped corpus (Austen + Wikipedia "
         "sample) with the course's WordPiece vocabulary. Writes checkpoints, metrics.jsonl, results.json and the "
         "final model (save_pretrained folder) to --out. Re-run with --resume to continue a killed run. Runs "
-        "unchanged under `accelerate launch --multi_gpu --num_processes N -m mlm_course.cli pretrain ...` (each "
+        "unchanged under `accelerate launch --multi_gpu --num_processes N -m mlm_course.lab.cli pretrain ...` (each "
         "process trains on its own batches of --batch-size; only the main process writes). Every option is "
         "checked before anything is written.",
     )
@@ -101,7 +101,7 @@ def _option(field: str) -> str:
 
 def _settings_or_exit(parser: argparse.ArgumentParser, build):
     """``build()``, or a parser error naming each bad option (before anything is written)."""
-    from mlm_course.training import InvalidSettings
+    from mlm_course.lab.runner import InvalidSettings
 
     try:
         return build()
@@ -110,7 +110,7 @@ def _settings_or_exit(parser: argparse.ArgumentParser, build):
 
 
 def _optimiser_options(args) -> dict:
-    """The :class:`~mlm_course.training.OptimiserSettings` fields both commands take from their options."""
+    """The :class:`~mlm_course.lab.runner.OptimiserSettings` fields both commands take from their options."""
     names = ("batch_size", "grad_accum", "lr", "warmup_ratio", "warmup_steps", "weight_decay", "seed", "device",
              "precision", "compile")
     return {name: getattr(args, name) for name in names}
@@ -118,8 +118,8 @@ def _optimiser_options(args) -> dict:
 
 def pretrain_inputs(args):
     """(PretrainSettings, TrainConfig) of parsed `pretrain` arguments; a bad option is a parser error naming it."""
+    from mlm_course.lab.runner import TrainConfig
     from mlm_course.pretraining import PretrainSettings
-    from mlm_course.training import TrainConfig
 
     settings = _settings_or_exit(args.parser, lambda: PretrainSettings(
         model=args.config, init_from=args.init_from, stack_to=args.stack_to, corpus=args.corpus,
@@ -150,7 +150,7 @@ def _add_finetune(sub) -> None:
         "dev 1,056 / test 1,057). Batches are bucketed by length and padded to their own longest sentence; AdamW "
         "with warm-up and linear decay, gradient clipping and accumulation; dev evaluation with early stopping. "
         "On a GPU: bf16 autocast (fp16 + loss scaling on older GPUs), TF32, optional torch.compile. Runs unchanged "
-        "under `accelerate launch --multi_gpu --num_processes N -m mlm_course.cli finetune ...`. Writes the best "
+        "under `accelerate launch --multi_gpu --num_processes N -m mlm_course.lab.cli finetune ...`. Writes the best "
         "model and tokenizer (save_pretrained) to --out, with best/, metrics.jsonl and results.json.",
     )
     p.add_argument("--model", default="minilm",
@@ -170,7 +170,7 @@ def _add_finetune(sub) -> None:
 
 def cmd_finetune(args) -> int:
     from mlm_course.finetune import FinetuneConfig, run
-    from mlm_course.run_files import check_output_dir
+    from mlm_course.lab.run_files import check_output_dir
 
     config = _settings_or_exit(args.parser, lambda: FinetuneConfig(
         **_optimiser_options(args), epochs=args.epochs, max_steps=args.max_steps, eval_every=args.eval_every,

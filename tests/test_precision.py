@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from mlm_course import device
+from mlm_course.lab import precision as device
 
 
 def cuda_test(test):
