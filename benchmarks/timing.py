@@ -1,4 +1,4 @@
-"""What the benchmarks share: one GPU only, timing steps inside transformers.Trainer, clean memory peaks, peak FLOP/s.
+"""What the benchmarks share: one GPU only, timing steps inside transformers.Trainer, clean memory peaks.
 
 Import this module before torch in a benchmark script: :func:`pin_one_gpu` must run before CUDA starts.
 """
@@ -17,42 +17,6 @@ def pin_one_gpu() -> str:
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
     os.environ["CUDA_VISIBLE_DEVICES"] = first
     return first
-
-
-#: Dense (no sparsity) tensor-core peaks in TFLOP/s, keyed on the exact ``torch.cuda.get_device_name()``:
-#: bf16 on Ampere and newer; fp16 on the V100 and T4, which have no bf16 (the datasheets' numbers).
-PEAK_TFLOPS = {
-    "NVIDIA H200": 989.0,  # SXM
-    "NVIDIA H200 NVL": 835.0,
-    "NVIDIA H100 80GB HBM3": 989.0,  # SXM
-    "NVIDIA H100 NVL": 835.0,
-    "NVIDIA H100 PCIe": 756.0,
-    "NVIDIA GH200 480GB": 989.0,
-    "NVIDIA A100-SXM4-40GB": 312.0,
-    "NVIDIA A100-SXM4-80GB": 312.0,
-    "NVIDIA A100-PCIE-40GB": 312.0,
-    "NVIDIA A100 80GB PCIe": 312.0,
-    "NVIDIA L40S": 362.0,
-    "NVIDIA L40": 181.0,
-    "NVIDIA L4": 121.0,
-    "NVIDIA A10": 125.0,
-    "Tesla V100-SXM2-16GB": 125.0,
-    "Tesla V100-SXM2-32GB": 125.0,
-    "Tesla V100-PCIE-16GB": 112.0,
-    "Tesla V100-PCIE-32GB": 112.0,
-    "Tesla T4": 65.0,
-}
-
-
-def peak_tflops(gpu_name: str | None, explicit: float | None = None) -> tuple[float | None, str]:
-    """(peak TFLOP/s, where it comes from) for the exact GPU name; None with a reason when unknown."""
-    if explicit:
-        return explicit, "given with --peak-tflops"
-    if gpu_name is None:
-        return None, "no GPU: MFU is not reported"
-    if gpu_name in PEAK_TFLOPS:
-        return PEAK_TFLOPS[gpu_name], f"dense tensor-core peak of {gpu_name} ({PEAK_TFLOPS[gpu_name]:g} TFLOP/s)"
-    return None, f"unknown GPU {gpu_name!r}: pass --peak-tflops for MFU"
 
 
 def free_memory() -> None:

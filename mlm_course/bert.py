@@ -1,21 +1,28 @@
-"""BERT's encoder and masked-LM head written out in plain PyTorch, loadable from any transformers BERT checkpoint.
+"""BERT in plain PyTorch: the encoder, the masked-LM head and the classification head, loadable from and savable
+to transformers folders (:mod:`mlm_course.bert_io` maps the names).
 
 One class per idea, in the order the data flows: embeddings → (self-attention → add & norm → feed-forward → add &
-norm) × L → MLM head (dense, GELU, LayerNorm, decoder tied to the word embeddings, output bias). The pooler (the
-[CLS] vector through dense + tanh, which fed BERT's next-sentence head) is here too; ``BertForMaskedLM`` has none.
+norm) × L → a head. :class:`BertMLM` ends in the MLM head (dense, GELU, LayerNorm, decoder tied to the word
+embeddings, output bias); :class:`BertClassifier` in the pooler (the [CLS] vector through dense + tanh, which fed
+BERT's next-sentence head) and a linear layer. Both share :class:`BertEncoder`.
 
 ``parameter_count`` and ``flops_per_token`` are closed forms from a ``BertConfig`` alone.
 """
 
 from __future__ import annotations
 
-import re
+import copy
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import BertConfig
+
+from mlm_course import bert_io
+from mlm_course.bert_io import our_name
 
 
 def check_config(config: BertConfig) -> BertConfig:
@@ -120,22 +127,35 @@ class Embeddings(nn.Module):
         return self.dropout(self.norm(summed))
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None = None,
+def expand_key_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """A (batch, keys) padding mask as (batch, 1, 1, keys): the same keys hidden from every head and query."""
+    return mask[:, None, None, :] if mask is not None and mask.dim() == 2 else mask
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
               dropout: nn.Module | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention over (batch, heads, length, head size): (output, weights).
 
-    ``key_mask`` (batch, length) is True at real tokens: padding keys get −∞ (the dtype's lowest value, so a row of
-    only padding stays finite) *before* the softmax, so their weights are exactly 0.
+    ``mask`` is True (or 1) where a query may look at a key: (batch, keys), True at real tokens, or any shape that
+    broadcasts to the scores (batch, heads, queries, keys). Hidden keys get −∞ (the dtype's lowest value, so a row
+    with no key left stays finite) *before* the softmax, so their weights are exactly 0. A float mask is added.
     """
     scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
-    if key_mask is not None:
-        scores = scores.masked_fill(~key_mask[:, None, None, :], torch.finfo(scores.dtype).min)
+    mask = expand_key_mask(mask)
+    if mask is not None and mask.is_floating_point():
+        scores = scores + mask
+    elif mask is not None:
+        scores = scores.masked_fill(~mask.bool(), torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
     return (dropout(weights) if dropout is not None else weights) @ v, weights
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention: project to Q, K, V, split into heads, attend, join the heads, project back."""
+    """Multi-head self-attention: project to Q, K, V, split into heads, attend, join the heads, project back.
+
+    With ``output_attentions`` the heads attend with :func:`attention` (written out) and its weights come back;
+    without, torch's fused ``scaled_dot_product_attention`` computes the same function faster and keeps no weights.
+    """
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -145,14 +165,20 @@ class SelfAttention(nn.Module):
         )
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, *,
+                output_attentions: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         batch, length, hidden = x.shape
 
         def split(t: torch.Tensor) -> torch.Tensor:  # (batch, length, hidden) -> (batch, heads, length, head size)
             return t.view(batch, length, self.heads, hidden // self.heads).transpose(1, 2)
 
-        context, weights = attention(split(self.query(x)), split(self.key(x)), split(self.value(x)), key_mask,
-                                     self.dropout)
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        if output_attentions:
+            context, weights = attention(q, k, v, mask, self.dropout)
+        else:
+            context, weights = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=expand_key_mask(mask), dropout_p=self.dropout.p if self.training else 0.0,
+                scale=q.shape[-1] ** -0.5), None
         return self.out(context.transpose(1, 2).reshape(batch, length, hidden)), weights
 
 
@@ -179,8 +205,9 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, weights = self.attention(x, key_mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, *,
+                output_attentions: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, weights = self.attention(x, mask, output_attentions=output_attentions)
         x = self.attention_norm(x + self.dropout(attended))
         return self.ffn_norm(x + self.dropout(self.ffn(x))), weights
 
@@ -211,100 +238,239 @@ class Pooler(nn.Module):
 
 @dataclass
 class Encoding:
-    """What :meth:`BertMLM.encode` returns: every layer's output and attention weights."""
+    """What :meth:`BertEncoder.encode` returns: every layer's output and (when asked for) attention weights."""
 
     hidden_states: list[torch.Tensor]  # L + 1 tensors (batch, length, hidden): the embeddings, then each layer
-    attentions: list[torch.Tensor]  # L tensors (batch, heads, length, length); rows are queries, columns keys
+    attentions: list[torch.Tensor] | None  # L tensors (batch, heads, length, length); rows are queries, columns keys
 
     @property
     def last(self) -> torch.Tensor:
         return self.hidden_states[-1]
 
 
-class BertMLM(nn.Module):
-    """BERT encoder + MLM head (+ the pooler when ``with_pooler``); ``forward`` returns (batch, length, vocab) logits."""
+def attention_mask_4d(attention_mask: torch.Tensor | None, batch: int, length: int,
+                      heads: int) -> torch.Tensor | None:
+    """``attention_mask`` checked and in the form the layers take (None: every token sees every token).
 
-    def __init__(self, config: BertConfig, *, with_pooler: bool = False):
+    - (batch, length), 1 (or True) at real tokens, 0 at padding: (batch, 1, 1, length) bool. Its values are not
+      looked at (on a GPU that would make the host wait): leave the mask out when nothing is padding, as the
+      course's runner does, and torch may pick its fastest kernel;
+    - (batch, length, length), which keys each query may see: (batch, 1, length, length) bool;
+    - 4-D, broadcastable to (batch, heads, length, length): bool (True = may attend) or float (added to the scores).
+    """
+    if attention_mask is None:
+        return None
+    shape = tuple(attention_mask.shape)
+    if shape == (batch, length):
+        return attention_mask.bool()[:, None, None, :]
+    if shape == (batch, length, length):
+        return attention_mask.bool()[:, None]
+    if len(shape) == 4 and all(n in (1, full) for n, full in zip(shape, (batch, heads, length, length), strict=True)):
+        return attention_mask if attention_mask.is_floating_point() else attention_mask.bool()
+    raise ValueError(f"attention_mask has shape {shape}, which does not fit input_ids of shape ({batch}, {length}): "
+                     f"give (batch, length) = ({batch}, {length}) with 1 at real tokens and 0 at padding, (batch, "
+                     f"length, length) = ({batch}, {length}, {length}) for which keys each query sees, or a 4-D "
+                     f"mask that broadcasts to (batch, heads, length, length) = ({batch}, {heads}, {length}, {length})")
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module, std: float, generator: torch.Generator | None = None) -> None:
+    """Fresh weights as transformers draws them (``BertPreTrainedModel._init_weights``): Linear and Embedding
+    weights normal(0, std), the padding row 0, biases 0, LayerNorm weights 1 and biases 0, the MLM output bias 0."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear | nn.Embedding):
+            module.weight.normal_(0.0, std, generator=generator)
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            module.weight[module.padding_idx] = 0.0
+        if isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+        if isinstance(module, nn.Linear | nn.LayerNorm | MLMHead) and module.bias is not None:
+            module.bias.zero_()
+
+
+ATTENTION = ("sdpa", "eager")
+
+
+class BertEncoder(nn.Module):
+    """What every BERT here shares: the embeddings and the L encoder layers, run by :meth:`encode`.
+
+    ``attention`` is how :meth:`forward` attends: ``"sdpa"`` (torch's fused kernel: fast, no weights kept, the
+    arithmetic of transformers' default) or ``"eager"`` (:func:`attention` written out: transformers' eager one).
+    ``seed`` draws the fresh weights (:func:`init_weights`) from its own generator; None uses torch's global one.
+    """
+
+    ARCHITECTURE = ""  #: the transformers class a saved folder names
+    FRESH: tuple[str, ...] = ()  #: parts a checkpoint may lack (they keep their fresh weights)
+    IGNORED: tuple[str, ...] = ()  #: parts of a checkpoint this model has no place for (another task's head)
+
+    def __init__(self, config: BertConfig, *, attention: str = "sdpa"):
         super().__init__()
-        self.config = check_config(config)
+        if attention not in ATTENTION:
+            raise ValueError(f"attention={attention!r}: choose 'sdpa' (fused, fast) or 'eager' (written out)")
+        self.config = check_config(copy.deepcopy(config))
+        self.attention_implementation = attention
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
-        self.head = MLMHead(config)
-        self.pooler = Pooler(config) if with_pooler else None
+
+    def reset_weights(self, seed: int | None) -> None:
+        """Every weight drawn afresh (a subclass calls it once its heads are built)."""
+        device = next(self.parameters()).device
+        generator = None if seed is None else torch.Generator(device).manual_seed(seed)
+        init_weights(self, self.config.initializer_range, generator)
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-               token_type_ids: torch.Tensor | None = None) -> Encoding:
-        """Every layer's hidden states and attention weights; ``attention_mask`` is 1 at real tokens, 0 at padding."""
-        if input_ids.shape[1] > self.config.max_position_embeddings:
-            raise ValueError(f"{input_ids.shape[1]} tokens, but the model knows only "
+               token_type_ids: torch.Tensor | None = None, *, output_attentions: bool = True) -> Encoding:
+        """Every layer's hidden states and, with ``output_attentions``, its attention weights (from :func:`attention`,
+        written out). ``attention_mask``: 1 at real tokens, 0 at padding (other forms: :func:`attention_mask_4d`)."""
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be (batch, length), not of shape {tuple(input_ids.shape)}")
+        batch, length = input_ids.shape
+        if length > self.config.max_position_embeddings:
+            raise ValueError(f"{length} tokens, but the model knows only "
                              f"{self.config.max_position_embeddings} positions: truncate the input")
-        key_mask = None if attention_mask is None else attention_mask.bool()
+        mask = attention_mask_4d(attention_mask, batch, length, self.config.num_attention_heads)
         x = self.embeddings(input_ids, torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids)
-        encoding = Encoding(hidden_states=[x], attentions=[])
+        encoding = Encoding(hidden_states=[x], attentions=[] if output_attentions else None)
         for layer in self.layers:
-            x, weights = layer(x, key_mask)
+            x, weights = layer(x, mask, output_attentions=output_attentions)
             encoding.hidden_states.append(x)
-            encoding.attentions.append(weights)
+            if output_attentions:
+                encoding.attentions.append(weights)
         return encoding
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        hidden = self.encode(input_ids, attention_mask, token_type_ids).last
-        return self.head(hidden, self.embeddings.word.weight)
+    def last_hidden_state(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                          token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The last layer's output, attending the model's way (``attention``)."""
+        eager = self.attention_implementation == "eager"
+        return self.encode(input_ids, attention_mask, token_type_ids, output_attentions=eager).last
 
     @classmethod
-    def from_transformers(cls, model: nn.Module) -> BertMLM:
-        """Ours, with a copy of the weights of a transformers ``BertForMaskedLM`` (or ``BertModel``: random head)."""
-        source = {name: tensor for name, tensor in model.state_dict().items() if our_name(name) is not None}
-        with_pooler = any(name.startswith(("pooler.", "bert.pooler.")) for name in source)
+    def from_pretrained(cls, folder: str | os.PathLike, *, vocab_size: int | None = None, seed: int = 0,
+                        attention: str = "sdpa", **config_overrides):
+        """Ours from a transformers BERT folder (written by ``BertForMaskedLM``, ``BertForPreTraining``,
+        ``BertModel`` or ``BertForSequenceClassification``), weights in fp32, in eval mode (as transformers).
+
+        Parts the folder lacks (MiniLM's ``BertModel`` has no MLM head; a masked LM has no classifier) are drawn
+        fresh from ``seed``; parts this model has no place for (a next-sentence head) are left out. ``vocab_size``
+        (the tokenizer's) must equal the checkpoint's; ``config_overrides`` replace config values (dropout, say).
+        """
+        config, tensors = bert_io.read_folder(folder, vocab_size=vocab_size, **config_overrides)
+        try:
+            check_config(config)
+        except ValueError as exc:
+            raise ValueError(f"{folder} is a BERT this module does not implement: {exc}") from None
+        return cls._from_tensors(config, tensors, seed=seed, attention=attention).eval()
+
+    @classmethod
+    def from_transformers(cls, model: nn.Module, *, attention: str | None = None, seed: int = 0):
+        """Ours with a copy of an in-memory transformers BERT's weights (the classes :meth:`from_pretrained`
+        reads), on its device, in its dtype and mode; ``attention`` defaults to the model's own (eager or SDPA)."""
+        if attention is None:
+            attention = "eager" if model.config._attn_implementation == "eager" else "sdpa"
         template = next(model.parameters())
-        ours = cls(model.config, with_pooler=with_pooler).to(device=template.device, dtype=template.dtype)
-        weights = {our_name(name): tensor.detach().clone() for name, tensor in source.items()}
-        missing, unexpected = ours.load_state_dict(weights, strict=False)
-        allowed = {name for name, _ in ours.head.named_parameters(prefix="head")} if not hasattr(model, "cls") else set()
-        if set(missing) - allowed or unexpected:
-            raise ValueError(f"the checkpoint does not fit this BERT: missing {missing}, unexpected {unexpected}")
+        ours = cls._from_tensors(model.config, model.state_dict(), seed=seed, attention=attention,
+                                 device=template.device, dtype=template.dtype)
         return ours.train(model.training)
 
     @classmethod
+    def _from_tensors(cls, config: BertConfig, tensors: dict[str, torch.Tensor], *, seed: int, attention: str,
+                      device: torch.device | None = None, dtype: torch.dtype | None = None):
+        """Ours from tensors by transformers name: fresh parts from ``seed``, the rest copied in."""
+        weights = {ours: t for name, t in tensors.items()
+                   if (ours := our_name(name)) is not None and not ours.startswith(cls.IGNORED)}
+        model = cls._fresh(config, weights, seed=seed, attention=attention).to(device=device, dtype=dtype)
+        return bert_io.copy_in(model, weights, fresh=cls.FRESH)
+
+    @classmethod
+    def _fresh(cls, config: BertConfig, weights: dict[str, torch.Tensor], *, seed: int, attention: str):
+        raise NotImplementedError  # each model knows which of its parts the weights decide
+
+    def save_pretrained(self, folder: str | os.PathLike) -> Path:
+        """A transformers folder (``config.json`` naming :attr:`ARCHITECTURE`, ``model.safetensors`` with
+        transformers' names, the tied decoder left out as transformers does), written atomically."""
+        config = copy.deepcopy(self.config)
+        config.architectures = [self.ARCHITECTURE]
+        config.dtype = self.embeddings.word.weight.dtype
+        tensors = {bert_io.transformers_name(name): t for name, t in self.state_dict().items()}
+        return bert_io.write_folder(folder, config, tensors)
+
+
+class BertMLM(BertEncoder):
+    """BERT encoder + MLM head (+ the pooler when ``with_pooler``); ``forward`` returns logits over the vocabulary.
+
+    Saved as a ``BertForMaskedLM`` folder; a pooler is saved too (transformers' masked LM, which has none, skips it).
+    """
+
+    ARCHITECTURE = "BertForMaskedLM"
+    FRESH = ("head.",)
+    IGNORED = ("classifier.",)
+
+    def __init__(self, config: BertConfig, *, with_pooler: bool = False, attention: str = "sdpa",
+                 seed: int | None = None):
+        super().__init__(config, attention=attention)
+        self.head = MLMHead(config)
+        self.pooler = Pooler(config) if with_pooler else None
+        self.reset_weights(seed)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, *, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """(batch, length, vocab) logits. With ``positions`` (flat indices into batch × length, e.g.
+        ``(labels.flatten() != -100).nonzero().squeeze(1)``) only those hidden states go through the head, as in
+        the original BERT: (len(positions), vocab), the same numbers at a fraction of the head's cost."""
+        if positions is not None and (positions.dim() != 1 or positions.dtype not in (torch.int64, torch.int32)):
+            raise ValueError(f"positions must be a 1-D integer tensor of flat indices into batch × length, not "
+                             f"{positions.dtype} of shape {tuple(positions.shape)}: use "
+                             "(labels.flatten() != -100).nonzero().squeeze(1)")
+        hidden = self.last_hidden_state(input_ids, attention_mask, token_type_ids)
+        if positions is not None:
+            hidden = hidden.flatten(0, 1)[positions]
+        return self.head(hidden, self.embeddings.word.weight)
+
+    @classmethod
+    def _fresh(cls, config: BertConfig, weights: dict[str, torch.Tensor], *, seed: int, attention: str) -> BertMLM:
+        with_pooler = any(name.startswith("pooler.") for name in weights)
+        return cls(config, with_pooler=with_pooler, attention=attention, seed=seed)
+
+    @classmethod
     def load(cls, name_or_folder: str) -> BertMLM:
-        """Ours, from any name ``models.load_mlm`` understands (``"course"``, ``"minilm"``, a folder), in eval mode."""
-        from mlm_course import models
+        """Ours, in eval mode, from a name :func:`mlm_course.models.resolve` understands (``"course"``,
+        ``"minilm"``: its MLM head fresh, a folder)."""
+        from mlm_course.models import resolve
 
-        model, _ = models.load_mlm(name_or_folder)
-        return cls.from_transformers(model).eval()
-
-
-#: transformers parameter names → ours (applied in order; the tied decoder maps to nothing)
-_RENAMES = (
-    (r"^bert\.", ""),
-    (r"^embeddings\.word_embeddings\.", "embeddings.word."),
-    (r"^embeddings\.position_embeddings\.", "embeddings.position."),
-    (r"^embeddings\.token_type_embeddings\.", "embeddings.segment."),
-    (r"^embeddings\.LayerNorm\.", "embeddings.norm."),
-    (r"^encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.", r"layers.\1.attention.\2."),
-    (r"^encoder\.layer\.(\d+)\.attention\.output\.dense\.", r"layers.\1.attention.out."),
-    (r"^encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.", r"layers.\1.attention_norm."),
-    (r"^encoder\.layer\.(\d+)\.intermediate\.dense\.", r"layers.\1.ffn.up."),
-    (r"^encoder\.layer\.(\d+)\.output\.dense\.", r"layers.\1.ffn.down."),
-    (r"^encoder\.layer\.(\d+)\.output\.LayerNorm\.", r"layers.\1.ffn_norm."),
-    (r"^cls\.predictions\.transform\.dense\.", "head.dense."),
-    (r"^cls\.predictions\.transform\.LayerNorm\.", "head.norm."),
-    (r"^cls\.predictions\.bias$", "head.bias"),
-)
+        return cls.from_pretrained(resolve(name_or_folder))
 
 
-def our_name(transformers_name: str) -> str | None:
-    """Our name for a transformers BERT parameter; None for the tied decoder and for buffers (position ids)."""
-    if transformers_name.startswith("cls.predictions.decoder.") or transformers_name.endswith(
-        ("position_ids", "token_type_ids")
-    ):
-        return None
-    name = transformers_name
-    for pattern, replacement in _RENAMES:
-        name = re.sub(pattern, replacement, name)
-    return name
+class BertClassifier(BertEncoder):
+    """BERT encoder + pooler + dropout + a linear layer: (batch, num_labels) logits from the [CLS] position, as
+    transformers' ``BertForSequenceClassification`` (and saved as one)."""
 
+    ARCHITECTURE = "BertForSequenceClassification"
+    FRESH = ("pooler.", "classifier.")
+    IGNORED = ("head.",)
+
+    def __init__(self, config: BertConfig, *, num_labels: int | None = None, attention: str = "sdpa",
+                 seed: int | None = None):
+        num_labels = config.num_labels if num_labels is None else num_labels  # BertConfig's default: 2
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be at least 1, got {num_labels}")
+        super().__init__(config, attention=attention)
+        if self.config.num_labels != num_labels:
+            self.config.num_labels = num_labels  # label names LABEL_0 … unless the config brought its own
+        self.pooler = Pooler(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.reset_weights(seed)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        pooled = self.pooler(self.last_hidden_state(input_ids, attention_mask, token_type_ids))
+        return self.classifier(self.dropout(pooled))
+
+    @classmethod
+    def _fresh(cls, config: BertConfig, weights: dict[str, torch.Tensor], *, seed: int,
+               attention: str) -> BertClassifier:
+        return cls(config, attention=attention, seed=seed)
 
 
 def head_targets(weights: torch.Tensor, attention_mask: torch.Tensor, input_ids: torch.Tensor,

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from mlm_course.masking import MaskSpec, mask_tokens, replacement_ids, resolve_spec
-from mlm_course.whole_word import continuation_lookup
+from mlm_course.masking import MaskSpec, TokenIds, mask_tokens
+from mlm_course.whole_word import continuation_lookup, word_starts
 
 
 def pad_rows(rows: Sequence[Any], fill: int, *, length: int | None = None, multiple: int | None = None,
@@ -39,37 +39,35 @@ def pad_rows(rows: Sequence[Any], fill: int, *, length: int | None = None, multi
 class MLMCollator:
     """Pad a list of examples and mask them as ``spec`` says: a drop-in for ``DataCollatorForLanguageModeling``.
 
-    Give a ``tokenizer`` (ids, specials and vocabulary size are read from it) or the explicit ids; ``spec`` fields may
-    be given as keywords (``rate=0.3``). Examples are dicts with ``input_ids`` (list or tensor) and optionally
-    ``attention_mask``, ``token_type_ids``, ``special_tokens_mask`` (1 = special), ``word_ids`` (None/-1 for
-    specials), or plain id sequences. Returns ``{"input_ids", "attention_mask", "labels"}`` (+ ``token_type_ids``
-    if given), right-padded to the longest example (rounded up to ``pad_to_multiple_of``). ``whole_word=True`` uses
-    ``word_ids`` when examples have them, else the tokenizer's ``##`` pieces. With ``transformers.Trainer`` set
+    The ``tokenizer`` gives the padding id and the :class:`~mlm_course.masking.TokenIds`. Examples are dicts with
+    ``input_ids`` (list or tensor) and optionally ``attention_mask``, ``token_type_ids``, ``special_tokens_mask``
+    (1 = never select: like transformers' collator; a position it marks beyond the tokenizer's special ids is
+    treated as padding by masking, also in the fixed count), ``word_ids`` (None/-1 for specials), or plain id
+    sequences. Returns ``{"input_ids", "attention_mask", "labels"}`` (+ ``token_type_ids`` if given), right-padded
+    to the longest example (rounded up to ``pad_to_multiple_of``). ``whole_word=True`` uses ``word_ids`` when
+    examples have them, else the tokenizer's ``##`` pieces. With ``transformers.Trainer`` set
     ``remove_unused_columns=False`` if examples carry ``word_ids`` / ``special_tokens_mask`` (Trainer drops keys
     the model does not take). ``seed`` gives a reproducible stream (one generator per process, seeded
     ``seed + worker id`` in DataLoader workers); ``generator`` uses yours; neither = torch's global RNG.
     """
 
     def __init__(
-        self, tokenizer: Any = None, spec: MaskSpec | None = None, *, mask_token_id: int | None = None,
-        pad_token_id: int | None = None, special_ids: Sequence[int] | None = None, vocab_size: int | None = None,
-        pad_to_multiple_of: int | None = None, seed: int | None = None, generator: torch.Generator | None = None,
-        **spec_fields: Any,
+        self, tokenizer: Any, spec: MaskSpec = MaskSpec(), *, pad_to_multiple_of: int | None = None,
+        seed: int | None = None, generator: torch.Generator | None = None,
     ) -> None:
-        self.spec = resolve_spec(spec, spec_fields)
-        if tokenizer is not None:
-            mask_token_id = tokenizer.mask_token_id if mask_token_id is None else mask_token_id
-            pad_token_id = tokenizer.pad_token_id if pad_token_id is None else pad_token_id
-            special_ids = list(tokenizer.all_special_ids) if special_ids is None else special_ids
-            vocab_size = len(tokenizer) if vocab_size is None else vocab_size
-        _check_ids(self.spec, mask_token_id, pad_token_id, special_ids, vocab_size, pad_to_multiple_of)
-        self.mask_token_id, self.pad_token_id, self.vocab_size = mask_token_id, pad_token_id, vocab_size
-        self.special_ids = [int(i) for i in special_ids]
+        if not isinstance(spec, MaskSpec):
+            raise TypeError(f"spec must be a MaskSpec (e.g. MaskSpec(mask_rate=0.15)), got {type(spec).__name__}.")
+        if tokenizer.pad_token_id is None:
+            raise ValueError("this tokenizer has no padding token: add one with "
+                             "tokenizer.add_special_tokens({'pad_token': '[PAD]'}).")
+        if pad_to_multiple_of is not None and (
+            isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1
+        ):
+            raise ValueError(f"pad_to_multiple_of={pad_to_multiple_of!r} must be a positive integer or None.")
+        self.spec, self.tokens, self.pad_token_id = spec, TokenIds.of(tokenizer), tokenizer.pad_token_id
         self.pad_to_multiple_of, self.seed, self.generator = pad_to_multiple_of, seed, generator
-        self._random_ids = None
-        if self.spec.mix[1] > 0:
-            self._random_ids = replacement_ids(vocab_size, self.special_ids, self.spec.random_from)
-        self._continuation = continuation_lookup(tokenizer) if self.spec.whole_word and tokenizer is not None else None
+        self._continuation = continuation_lookup(tokenizer) if spec.whole_word else None
+        self._special_ids = torch.tensor(self.tokens.special_ids)
         self._seeded_pid: int | None = None
         self._seeded: torch.Generator | None = None
 
@@ -104,47 +102,25 @@ class MLMCollator:
             out["word_ids"] = pad_rows(rows_w, -1, length=length, dtype=torch.long)[0]
         return out
 
+    def _word_starts(self, padded: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        if not self.spec.whole_word:
+            return None
+        if "word_ids" in padded:
+            return word_starts(word_ids=padded["word_ids"])
+        ids = padded["input_ids"]
+        return word_starts(continuation=self._continuation[ids.clamp(0, len(self._continuation) - 1)])
+
     def __call__(self, examples: Sequence[Any]) -> dict[str, torch.Tensor]:
         padded = self._padded(examples)
-        ids, word_ids, continuation = padded["input_ids"], padded.get("word_ids"), None
-        if self.spec.whole_word and word_ids is None:
-            if self._continuation is None:
-                raise ValueError(
-                    "whole_word=True needs 'word_ids' in every example or a tokenizer (to find the ## pieces)."
-                )
-            continuation = self._continuation[ids.clamp(0, len(self._continuation) - 1)]
-        masked = mask_tokens(
-            ids, self.spec, mask_token_id=self.mask_token_id, vocab_size=self.vocab_size,
-            special_ids=self.special_ids, special_mask=padded.get("special_tokens_mask"),
-            attention_mask=padded["attention_mask"], generator=self._rng(), word_ids=word_ids,
-            continuation=continuation, random_ids=self._random_ids,
-        )
-        batch = {"input_ids": masked.input_ids, "attention_mask": padded["attention_mask"], "labels": masked.labels}
+        ids, attention = padded["input_ids"], padded["attention_mask"]
+        real = attention
+        if "special_tokens_mask" in padded:  # positions it marks beyond the special ids: not for masking
+            marked = padded["special_tokens_mask"].bool() & ~torch.isin(ids, self._special_ids)
+            real = attention.bool() & ~marked
+        masked = mask_tokens(ids, self.spec, self.tokens, attention_mask=real,
+                             word_starts=self._word_starts(padded), generator=self._rng())
+        batch = {"input_ids": masked.input_ids, "attention_mask": attention, "labels": masked.labels}
         return batch | ({"token_type_ids": padded["token_type_ids"]} if "token_type_ids" in padded else {})
-
-
-def _check_ids(
-    spec: MaskSpec, mask_token_id: int | None, pad_token_id: int | None, special_ids: Sequence[int] | None,
-    vocab_size: int | None, pad_to_multiple_of: int | None,
-) -> None:
-    if spec.mix[0] > 0 and mask_token_id is None:
-        raise ValueError(
-            "no mask token: pass a tokenizer that has one (tokenizer.mask_token_id) or mask_token_id=103 "
-            "for bert-base-uncased."
-        )
-    if pad_token_id is None:
-        raise ValueError("no padding id: pass a tokenizer with a pad token or pad_token_id=0 (bert-base-uncased).")
-    if special_ids is None:
-        raise ValueError(
-            "pass special_ids (e.g. [0, 100, 101, 102, 103] for bert-base-uncased) or a tokenizer, so special "
-            "tokens are never masked."
-        )
-    if pad_to_multiple_of is not None and (
-        isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1
-    ):
-        raise ValueError(f"pad_to_multiple_of={pad_to_multiple_of!r} must be a positive integer or None.")
-    if spec.mix[1] > 0 and vocab_size is None:
-        raise ValueError("pass vocab_size (len(tokenizer)) or a tokenizer, so random replacements can be drawn.")
 
 
 __all__ = ["MLMCollator"]

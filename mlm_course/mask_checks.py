@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
 from typing import Any
 
 import torch
 
-from mlm_course.masking import KEPT, MASKED, RANDOM, MaskedBatch, binomial_interval, num_to_predict
+from mlm_course.masking import KEPT, MASKED, RANDOM, MaskedBatch, binomial_interval
 
 
 def count_distinct_masks(batches: Sequence[MaskedBatch]) -> torch.Tensor:
@@ -77,7 +78,9 @@ def reference_original_masking(
             cand_indexes.append([i])
     rng.shuffle(cand_indexes)
     output_tokens = list(tokens)
-    num = num_to_predict(len(tokens), masked_lm_prob, max_predictions=max_predictions_per_seq, rounding=rounding)
+    exact = Decimal(len(tokens) * masked_lm_prob)  # the float's exact value, rounded as the chosen round() does
+    rounded = int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP if rounding == "half_up" else ROUND_HALF_EVEN))
+    num = min(max_predictions_per_seq, max(1, rounded))
     masked: list[tuple[int, Any]] = []
     covered: set[int] = set()
     for index_set in cand_indexes:

@@ -24,17 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from transformers import (
-    AutoModelForMaskedLM,
-    AutoTokenizer,
-    BertConfig,
-    BertForMaskedLM,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoTokenizer, BertConfig, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from mlm_course import corpus
+from mlm_course.bert import BertMLM
 
 hf_logging.disable_progress_bar()  # the one import-time side effect of the package (see the module docstring)
 
@@ -58,23 +52,30 @@ def build_config(name: str, tokenizer: PreTrainedTokenizerBase, *, max_length: i
     return BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **values)
 
 
-def build_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0, **overrides) -> BertForMaskedLM:
-    """A randomly initialised ``BertForMaskedLM`` (seeded) of the named size for ``tokenizer``."""
-    config = build_config(name, tokenizer, **overrides)
+def _dropout(dropout: float | None) -> dict:
+    return {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+
+
+def build_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0, max_length: int = 512,
+                dropout: float | None = None) -> BertMLM:
+    """A randomly initialised :class:`~mlm_course.bert.BertMLM` (seeded) of the named size for ``tokenizer``."""
+    config = build_config(name, tokenizer, max_length=max_length, **_dropout(dropout))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return BertForMaskedLM(config)
+        return BertMLM(config)
 
 
-def load_for_training(
-    name_or_path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, *, max_length: int, **overrides
-) -> BertForMaskedLM:
-    """A saved masked-LM to train further (continued pretraining) with ``tokenizer`` on ``max_length`` tokens.
+def size_of(config: BertConfig) -> str:
+    """The name in :data:`CONFIGS` of ``config``'s shape, or ``"custom"``."""
+    return next((size for size, shape in CONFIGS.items()
+                 if all(getattr(config, key) == value for key, value in shape.items())), "custom")
 
-    ``overrides`` (dropout, say) replace config values. Raises a clear error when the checkpoint's vocabulary or
-    position table does not fit.
-    """
-    model = BertForMaskedLM.from_pretrained(resolve(name_or_path), **overrides)
+
+def load_for_training(name_or_path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, *, max_length: int,
+                      dropout: float | None = None) -> BertMLM:
+    """A saved masked-LM to train further (continued pretraining) with ``tokenizer`` on ``max_length`` tokens, in
+    fp32, with ``dropout`` if given. A clear error when its vocabulary or position table does not fit."""
+    model = BertMLM.from_pretrained(resolve(name_or_path))
     if model.config.vocab_size != len(tokenizer):
         raise ValueError(
             f"{name_or_path} has a vocabulary of {model.config.vocab_size:,} but the tokenizer has {len(tokenizer):,}: "
@@ -85,10 +86,19 @@ def load_for_training(
             f"{name_or_path} knows {model.config.max_position_embeddings} positions, fewer than the sequence length "
             f"{max_length}: use --seq-len {model.config.max_position_embeddings} or less"
         )
+    return set_dropout(model, dropout) if dropout is not None else model
+
+
+def set_dropout(model: torch.nn.Module, dropout: float) -> torch.nn.Module:
+    """``model`` with hidden and attention dropout ``dropout`` (its config says so too, for when it is saved)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = dropout
+    model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = dropout
     return model
 
 
-def stack_layers(model: BertForMaskedLM, num_layers: int) -> BertForMaskedLM:
+def stack_layers(model: BertMLM, num_layers: int) -> BertMLM:
     """A deeper copy of ``model`` by progressive stacking (Gong et al., 2019): new layer i starts as layer i mod L.
 
     Embeddings and the MLM head are copied unchanged, so the deeper model keeps everything the shallow one learned
@@ -99,9 +109,9 @@ def stack_layers(model: BertForMaskedLM, num_layers: int) -> BertForMaskedLM:
         raise ValueError(f"the model already has {depth} layers: stack to {depth} or more, not {num_layers}")
     config = copy.deepcopy(model.config)
     config.num_hidden_layers = num_layers
-    deeper = BertForMaskedLM(config)
+    deeper = BertMLM(config)
     source = model.state_dict()
-    layer_key = re.compile(r"^(bert\.encoder\.layer\.)(\d+)(\..+)$")
+    layer_key = re.compile(r"^(layers\.)(\d+)(\..+)$")
 
     def source_key(key: str) -> str:
         match = layer_key.match(key)
@@ -112,16 +122,14 @@ def stack_layers(model: BertForMaskedLM, num_layers: int) -> BertForMaskedLM:
 
 
 def count_parameters(model: torch.nn.Module) -> dict[str, int]:
-    """Trainable parameters by part (embeddings, encoder, MLM head without the tied decoder, total)."""
-    seen: set[int] = set()
+    """Trainable parameters by part: embeddings, encoder layers, head (MLM or classification; the tied decoder is
+    the word table, counted once, in the embeddings), other (the pooler), total."""
     parts = {"embeddings": 0, "encoder": 0, "head": 0, "other": 0}
-    for name, param in model.named_parameters():
-        if id(param) in seen or not param.requires_grad:
-            continue
-        seen.add(id(param))
-        part = next((p for p in ("embeddings", "encoder") if f".{p}." in f".{name}"), None)
-        part = part or ("head" if name.startswith("cls.") else "other")
-        parts[part] += param.numel()
+    for name, param in model.named_parameters():  # each shared (tied) tensor once
+        if param.requires_grad:
+            part = {"embeddings": "embeddings", "layers": "encoder", "head": "head", "classifier": "head"}.get(
+                name.split(".")[0], "other")
+            parts[part] += param.numel()
     parts["total"] = sum(parts.values())
     return parts
 
@@ -135,8 +143,20 @@ def minilm_dir() -> Path | None:
     return folder if (folder / "config.json").exists() else None
 
 
+def _from_hub(name: str) -> str:
+    """The local folder of hub model ``name``, downloaded once into the Hugging Face cache."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return snapshot_download(name, allow_patterns=["*.json", "*.safetensors", "vocab.txt"])
+    except Exception as exc:  # the hub path: no network, no such model, or a refused download
+        raise ConnectionError(f"could not load {name!r} from the Hugging Face hub ({exc}); check the network "
+                              "and the name") from exc
+
+
 def resolve(name_or_path: str | os.PathLike, *, allow_hub: bool | None = None) -> str:
-    """Where ``load_mlm`` will load from: a local folder, or a hub name when the hub is allowed."""
+    """The local folder of ``name_or_path``: ``"course"``, ``"minilm"``, a folder, or a hub name (downloaded into
+    the Hugging Face cache) when the hub is allowed."""
     name = str(name_or_path)
     if name == "course":
         return str(corpus.course_checkpoint_dir())
@@ -160,20 +180,18 @@ def resolve(name_or_path: str | os.PathLike, *, allow_hub: bool | None = None) -
         )
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
         raise ConnectionError(f"{name!r} needs the hub, but HF_HUB_OFFLINE is set: unset it on a machine that is online")
-    return name
+    return _from_hub(name)
 
 
-def load_mlm(
-    name_or_path: str | os.PathLike, *, allow_hub: bool | None = None
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """(masked-LM model in eval mode, its tokenizer) by name or folder; see the module docstring."""
+def load_tokenizer(folder: str) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in a model folder."""
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def load_mlm(name_or_path: str | os.PathLike, *, allow_hub: bool | None = None) -> tuple[BertMLM, PreTrainedTokenizerBase]:
+    """(:class:`~mlm_course.bert.BertMLM` in eval mode, its tokenizer) by name or folder; see the module docstring."""
     source = resolve(name_or_path, allow_hub=allow_hub)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForMaskedLM.from_pretrained(source)
-    except OSError as exc:  # the hub path: no network
-        raise ConnectionError(f"could not load {source!r} from the hub ({exc}); check the network") from exc
-    return model.eval(), tokenizer
+    return BertMLM.from_pretrained(source).eval(), load_tokenizer(source)
 
 
 @contextlib.contextmanager
@@ -189,7 +207,7 @@ def evaluation_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
 
 @torch.no_grad()
 def fill_mask(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str, top_k: int = 5
+    model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, text: str, top_k: int = 5
 ) -> list[list[tuple[str, float]]]:
     """For each [MASK] in ``text``, the ``top_k`` (token, probability) pairs, most likely first."""
     if top_k < 1:
@@ -200,7 +218,7 @@ def fill_mask(
         raise ValueError(f"no {tokenizer.mask_token} in the text: write e.g. 'She opened the {tokenizer.mask_token}.'")
     device = next(model.parameters()).device
     with evaluation_mode(model):
-        logits = model(**{k: v.to(device) for k, v in encoded.items()}).logits[0, positions].float()
+        logits = model(encoded["input_ids"].to(device), encoded["attention_mask"].to(device))[0, positions].float()
     probs, ids = logits.softmax(-1).topk(top_k, dim=-1)
     return [
         [(tokenizer.convert_ids_to_tokens(int(i)), float(p)) for p, i in zip(row_p, row_i, strict=True)]

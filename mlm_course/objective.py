@@ -3,8 +3,8 @@
 * :func:`mlm_loss` — ``−(1/|C|) Σ_{i∈C} log p(x_i | X̃)`` from logits and labels (−100 = not in C): notebook 01's
   per-position cross-entropy (:func:`mlm_course.logprob.cross_entropy_manual`) at the masked positions, reduced.
   Equals ``F.cross_entropy(..., ignore_index=-100)`` and ``BertForMaskedLM(..., labels=...).loss``.
-* :func:`masked_lm_loss` — the same mean loss on a model's batch, the way training computes it (only the masked
-  positions projected to the vocabulary, torch's fused cross-entropy, no wait for the device).
+* :func:`masked_lm_loss` — the same mean loss on a model's batch, the way the training step computes it (only the
+  masked positions projected to the vocabulary, torch's fused cross-entropy, no wait for the device).
 * :func:`masked_accuracy` — top-k accuracy over the masked positions.
 * :func:`pseudo_log_likelihood` — Salazar et al. (2020): ``PLL(S) = Σ_i log p(x_i | S with only x_i masked)``;
   ``word_level=True`` is Kauf & Ivanova's (2023) PLL-word-l2r, which also masks the later pieces of the same word.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers import BertForMaskedLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from mlm_course.logprob import cross_entropy_manual
 from mlm_course.masking import IGNORE_INDEX
@@ -93,43 +93,35 @@ def masked_positions(labels: torch.Tensor) -> torch.Tensor:
     return (labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)
 
 
-def masked_lm_outputs(
-    model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits, labels) at the masked positions only.
+def masked_lm_outputs(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, labels) at the masked positions only: those of ``batch["masked_positions"]`` (computed on the host
+    by :func:`mlm_course.pretraining.mask_blocks`) or else found from the labels.
 
-    ``sparse=True`` gathers the hidden states of masked positions *before* the output layer, as the original
-    BERT does, so the vocabulary projection runs on ~15 % of the tokens; the result equals ``sparse=False``.
-    With ``batch["masked_positions"]`` (:func:`masked_positions`, computed on the host) the positions are
-    gathered by index: a boolean selection on a GPU waits for it to count the positions. The attention mask may
-    be left out (no padding).
+    The model runs its MLM head at those positions only (``positions=``), as the original BERT does: the
+    vocabulary projection, the largest product of a small BERT, runs on ~15 % of the tokens, with the same numbers
+    as projecting every position and keeping these.
     """
-    labels, positions = batch["labels"], batch.get("masked_positions")
-    inputs = {"input_ids": batch["input_ids"], "attention_mask": batch.get("attention_mask")}
-    if sparse:
-        hidden = model.bert(**inputs).last_hidden_state
-        if positions is None:
-            return model.cls(hidden[labels != IGNORE_INDEX]), labels[labels != IGNORE_INDEX]
-        return model.cls(hidden.flatten(0, 1).index_select(0, positions)), labels.flatten().index_select(0, positions)
-    logits = model(**inputs).logits
-    if positions is None:
-        return logits[labels != IGNORE_INDEX], labels[labels != IGNORE_INDEX]
-    return logits.flatten(0, 1).index_select(0, positions), labels.flatten().index_select(0, positions)
+    positions = batch.get("masked_positions")
+    positions = masked_positions(batch["labels"]) if positions is None else positions
+    logits = model(batch["input_ids"], batch.get("attention_mask"), positions=positions)
+    return logits, batch["labels"].flatten().index_select(0, positions)
 
 
-def masked_lm_loss(model: BertForMaskedLM, batch: dict[str, torch.Tensor], *, sparse: bool = True):
-    """:func:`mlm_loss` of ``model``'s logits on ``batch`` (input_ids, attention_mask, labels), the way training
-    computes it, and the masked-token accuracy (a 0-d tensor: reading it as a number would wait for the device).
+def masked_lm_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """:func:`mlm_loss` of ``model`` on ``batch``, the way training computes it: the loss of the training step.
 
-    The fast path of :func:`mlm_loss` (tested equal to it): logits of the masked positions only
-    (:func:`masked_lm_outputs`), torch's fused ``F.cross_entropy`` in float32, no validation that would read
-    values back from the device.
+    With ``batch["masked_positions"]`` only those positions are projected to the vocabulary (sparse logits; a
+    padding position whose label is −100 may be among them, and is ignored); without, every position is, and
+    ``F.cross_entropy`` ignores those labelled −100. Both give :func:`mlm_loss` (tested), in float32, without
+    reading anything back from the device.
     """
-    logits, labels = masked_lm_outputs(model, batch, sparse=sparse)
-    if labels.numel() == 0:
+    positions = batch.get("masked_positions")
+    if positions is not None and positions.numel() == 0:
         raise ValueError("the batch has no masked position: raise the mask rate or use longer sequences")
-    loss = F.cross_entropy(logits.float(), labels)
-    return loss, {"accuracy": (logits.argmax(-1) == labels).float().mean().detach()}
+    logits = model(batch["input_ids"], batch.get("attention_mask"), positions=positions)
+    labels = batch["labels"].flatten()
+    labels = labels if positions is None else labels.index_select(0, positions)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels, ignore_index=IGNORE_INDEX)
 
 
 # ---- accuracy --------------------------------------------------------------------------------------------------
@@ -229,15 +221,16 @@ def masked_copies(
 
 
 @torch.no_grad()
-def _log_prob_at(model: PreTrainedModel, copies: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor):
+def _log_prob_at(model: torch.nn.Module, copies: torch.Tensor, positions: torch.Tensor, targets: torch.Tensor):
+    """log p(target) at position ``positions[i]`` of copy ``i``: only those positions go through the MLM head."""
     device = next(model.parameters()).device
-    logits = model(input_ids=copies.to(device), attention_mask=torch.ones_like(copies).to(device)).logits
-    at_positions = logits[torch.arange(len(positions), device=device), positions.to(device)].double()
+    flat = torch.arange(len(positions)) * copies.shape[1] + positions  # (copy, position) → index into copy·length
+    at_positions = model(copies.to(device), positions=flat.to(device)).double()
     return -mlm_loss(at_positions, targets.to(device), reduction="none").cpu()  # log p = −(the loss there)
 
 
 def pseudo_log_likelihood(
-    model: PreTrainedModel,
+    model: torch.nn.Module,
     tokenizer: PreTrainedTokenizerBase,
     sentence: str,
     *,
@@ -264,7 +257,7 @@ def pseudo_log_likelihood(
 
 
 def pseudo_log_likelihood_naive(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sentence: str, *, word_level: bool = False
+    model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, sentence: str, *, word_level: bool = False
 ) -> float:
     """The same sum, one token at a time in a Python loop: mask x_i, run the model, add log p(x_i). For checking."""
     ids, positions, words = _encode_for_pll(tokenizer, sentence, word_level)
@@ -275,18 +268,18 @@ def pseudo_log_likelihood_naive(
             masked[i] = tokenizer.mask_token_id
             if words is not None and words[i] >= 0:
                 masked[(torch.arange(len(ids)) > i) & (words == words[i])] = tokenizer.mask_token_id
-            logits = model(input_ids=masked[None, :]).logits[0, i]
+            logits = model(masked[None, :])[0, i]
             total += float(logits.double().log_softmax(-1)[ids[i]])
     return total
 
 
-def pseudo_perplexity(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sentence: str, **kwargs) -> float:
+def pseudo_perplexity(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, sentence: str, **kwargs) -> float:
     """exp(−PLL / number of scored tokens) of ``sentence``."""
     return pseudo_log_likelihood(model, tokenizer, sentence, **kwargs).pseudo_perplexity
 
 
 def compare_pairs(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]], **kwargs
+    model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[str, str]], **kwargs
 ) -> dict[str, list[float] | float]:
     """PLL of each (good, bad) sentence pair and the fraction of pairs where the good one scores higher."""
     if not pairs:

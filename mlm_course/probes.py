@@ -8,10 +8,10 @@ model was most sure of.
 from __future__ import annotations
 
 import torch
-from transformers import BertForMaskedLM, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from mlm_course import masking, models
-from mlm_course.objective import masked_lm_outputs
+from mlm_course.pretraining import masked_predictions
 
 #: Simple sentences written for the course (none occurs in the corpus) and the answers that count as right.
 PROBE_SENTENCES: list[tuple[str, set[str]]] = [
@@ -39,7 +39,7 @@ PROBE_SENTENCES: list[tuple[str, set[str]]] = [
 
 
 def probe_hits(
-    model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, probes=PROBE_SENTENCES, top_k: int = 5
+    model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, probes=PROBE_SENTENCES, top_k: int = 5
 ) -> list[dict]:
     """For each probe sentence: the top-k fill-mask guesses and whether an accepted answer is among them."""
     rows = []
@@ -50,9 +50,8 @@ def probe_hits(
     return rows
 
 
-@torch.no_grad()
 def accuracy_by_frequency(
-    model: BertForMaskedLM, batches: list[dict[str, torch.Tensor]], train_blocks: torch.Tensor, vocab_size: int,
+    model: torch.nn.Module, batches: list[dict[str, torch.Tensor]], train_blocks: torch.Tensor, vocab_size: int,
     edges: tuple[float, ...] = (0.0, 0.0001, 0.001, 0.01, 1.0),
 ) -> list[dict]:
     """Top-1 accuracy of the model and of the most frequent token, bucketed by the true token's training frequency.
@@ -63,13 +62,8 @@ def accuracy_by_frequency(
     frequency = torch.bincount(train_blocks.flatten(), minlength=vocab_size).double()
     frequency /= frequency.sum()
     most_frequent = int(frequency.argmax())
-    device = next(model.parameters()).device
-    predicted, labels = [], []
-    for batch in batches:
-        logits, true = masked_lm_outputs(model, {k: v.to(device) for k, v in batch.items()})
-        predicted.append(logits.argmax(-1).cpu())
-        labels.append(true.cpu())
-    predicted, labels = torch.cat(predicted), torch.cat(labels)
+    found = masked_predictions(model, batches)
+    labels = found.labels
     rows = []
     for low, high in zip(edges[:-1], edges[1:], strict=True):
         inside = (frequency[labels] >= low) & (frequency[labels] < high if high < 1 else frequency[labels] <= high)
@@ -77,19 +71,19 @@ def accuracy_by_frequency(
         rows.append({
             "bucket": f"{100 * low:g}–{100 * high:g} %" if high < 1 else f"≥ {100 * low:g} %",
             "tokens": n,
-            "model_top1": float((predicted[inside] == labels[inside]).double().mean()) if n else 0.0,
+            "model_top1": found.scores(inside)["top1"] if n else 0.0,
             "unigram_top1": float((labels[inside] == most_frequent).double().mean()) if n else 0.0,
         })
     return rows
 
 
 @torch.no_grad()
-def confident_wrong_fills(model: BertForMaskedLM, tokenizer: PreTrainedTokenizerBase, batch: dict[str, torch.Tensor],
+def confident_wrong_fills(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, batch: dict[str, torch.Tensor],
                           k: int = 8, context: int = 6) -> list[dict]:
     """The ``k`` masked positions where the model (in eval mode) was most sure of a wrong token, with context."""
     device = next(model.parameters()).device
     with models.evaluation_mode(model):
-        logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device)).logits
+        logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device))
     probs, guesses = (t.cpu() for t in logits.float().softmax(-1).max(-1))
     wrong = (batch["labels"] != masking.IGNORE_INDEX) & (guesses != batch["labels"])
     order = probs[wrong].argsort(descending=True)[:k]

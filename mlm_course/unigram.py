@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mlm_course.logprob import nll, perplexity
+from mlm_course.steps import training_step
 
 UNK = "<unk>"
 """The vocabulary slot that every word unseen in training is mapped to by :class:`UnigramModel`."""
@@ -122,7 +123,8 @@ class GDFit:
 def fit_unigram_gd(
     counts, steps: int, lr: float = 0.5, seed: int = 0, generator: torch.Generator | None = None
 ) -> GDFit:
-    """Fit p = softmax(θ) to ``counts`` by minimising the mean NLL −Σ c_w ln p_w / Σ c_w with Adam.
+    """Fit p = softmax(θ) to ``counts`` by minimising the mean NLL −Σ c_w ln p_w / Σ c_w with Adam, one
+    :func:`mlm_course.steps.training_step` at a time (the step notebook 06 trains BERT with).
 
     θ starts from N(0, 1) drawn with ``generator`` (or one seeded with ``seed``); the learning rate decays
     linearly to 0. The NLL is convex in θ and its minimum is the counting estimate p_w = c_w / N, so the fit
@@ -141,18 +143,24 @@ def fit_unigram_gd(
     freq = c.to(torch.float64) / c.to(torch.float64).sum()
     if generator is None:
         generator = torch.Generator().manual_seed(seed)
-    theta = torch.randn(len(freq), generator=generator, dtype=torch.float64).requires_grad_(True)
-    opt = torch.optim.Adam([theta], lr=lr)
+    model = UnigramLogits(torch.randn(len(freq), generator=generator, dtype=torch.float64))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 - step / steps)
-    history = []
-    for _ in range(steps):
-        loss = -(freq * torch.log_softmax(theta, dim=0)).sum()
-        history.append(loss.item())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
+    no_batch = [{}]  # the data is the counts themselves
+    history = [float(training_step(model, no_batch, lambda m, _: m.nll(freq), opt, sched, max_grad_norm=None)["loss"])
+               for _ in range(steps)]
     with torch.no_grad():
-        logp = torch.log_softmax(theta, dim=0)
-        history.append(-(freq * logp).sum().item())
-    return GDFit(torch.exp(logp).detach(), history)
+        history.append(float(model.nll(freq)))
+        return GDFit(torch.exp(torch.log_softmax(model.theta, dim=0)), history)
+
+
+class UnigramLogits(torch.nn.Module):
+    """θ, one logit per word: the unigram model p = softmax(θ) as a module the course's training step can train."""
+
+    def __init__(self, theta: torch.Tensor):
+        super().__init__()
+        self.theta = torch.nn.Parameter(theta)
+
+    def nll(self, freq: torch.Tensor) -> torch.Tensor:
+        """The mean negative log-likelihood of words drawn with frequencies ``freq``: −Σ f_w ln softmax(θ)_w."""
+        return -(freq * torch.log_softmax(self.theta, dim=0)).sum()

@@ -1,10 +1,11 @@
 """Whole-word masking: find the words (runs of WordPiece pieces) and select each one as a unit.
 
-A word is a run of consecutive maskable tokens with the same word id (a tokenizer's ``word_ids()``), or a maskable
-token followed by its ``##`` continuation pieces. Bernoulli selection flips one coin per word (as transformers'
-collator does); fixed-count selection visits the words in random order and takes each one that still fits a
-budget of ``k`` pieces, skipping those that would overflow it (the original BERT's greedy rule), so it may select
-slightly fewer than ``k`` pieces. :func:`mlm_course.masking.mask_tokens` uses this with ``whole_word=True``.
+A word is a run of tokens with the same word id (a tokenizer's ``word_ids()``), or a token followed by its ``##``
+continuation pieces: :func:`word_starts` marks the first piece of each, and a caller hands that to
+:func:`mlm_course.masking.mask_tokens` with ``MaskSpec(whole_word=True)``. A special token or padding always ends a
+word. Bernoulli selection flips one coin per word (as transformers' collator does); fixed-count selection visits
+the words in random order and takes each one that still fits a budget of ``k`` pieces, skipping those that would
+overflow it (the original BERT's greedy rule), so it may select slightly fewer than ``k`` pieces.
 """
 
 from __future__ import annotations
@@ -34,38 +35,28 @@ def _shift_right(x: torch.Tensor, fill: Any) -> torch.Tensor:
     return out
 
 
-def word_starts(
-    maskable: torch.Tensor, *, word_ids: Any = None, continuation: Any = None
-) -> torch.Tensor:
-    """True at the first piece of every maskable word (for whole-word masking).
+def word_starts(*, word_ids: torch.Tensor | None = None, continuation: torch.Tensor | None = None) -> torch.Tensor:
+    """Bool (batch, length): True where a new word begins, from one of two descriptions of the words.
 
-    A word is a run of consecutive maskable tokens with the same ``word_ids`` entry (a tokenizer's
-    ``word_ids()``, with -1 or None for special tokens), or a maskable token followed by its ``continuation``
-    pieces (``##…``; see :func:`continuation_lookup`). A special token or padding always ends a word. Without
-    either argument every maskable token is its own word.
+    ``word_ids``: an integer tensor with each token's word number (a tokenizer's ``word_ids()``, -1 for special
+    tokens and padding); a word starts where the number changes. ``continuation``: a bool tensor, True at ``##``
+    pieces (``continuation_lookup(tokenizer)[input_ids]``); a word starts at every other token.
     """
-    maskable = maskable.bool()
-    prev_maskable = _shift_right(maskable, False)
-    if word_ids is not None and continuation is not None:
-        raise ValueError("pass either word_ids or continuation, not both.")
-    if word_ids is not None:
-        if not isinstance(word_ids, torch.Tensor):
-            word_ids = torch.tensor([[-1 if w is None else w for w in row] for row in word_ids])
-        if word_ids.shape != maskable.shape:
-            raise ValueError(
-                f"word_ids has shape {tuple(word_ids.shape)} but input_ids has {tuple(maskable.shape)}: give one "
-                "word id per token (-1 for special tokens and padding)."
-            )
-        new_word = word_ids != _shift_right(word_ids, 0)
-    elif continuation is not None:
-        continuation = torch.as_tensor(continuation)
-        if continuation.shape != maskable.shape:
-            raise ValueError(f"continuation has shape {tuple(continuation.shape)} but input_ids has "
-                             f"{tuple(maskable.shape)}: they must match.")
-        new_word = ~continuation.bool()
-    else:
-        return maskable.clone()
-    return maskable & (new_word | ~prev_maskable)
+    if (word_ids is None) == (continuation is None):
+        raise ValueError("pass either word_ids or continuation (one description of the words), not both or "
+                         "neither.")
+    name, words = ("word_ids", word_ids) if word_ids is not None else ("continuation", continuation)
+    if not isinstance(words, torch.Tensor):
+        raise TypeError(f"{name} must be a tensor (batch, length), one entry per token, got {type(words).__name__}: "
+                        "convert it with torch.tensor(...).")
+    if words.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (batch, length), got shape {tuple(words.shape)}: for one sequence add "
+                         "the batch dimension ([None, :]).")
+    if continuation is not None:
+        return ~continuation.bool()
+    starts = torch.ones_like(word_ids, dtype=torch.bool)
+    starts[:, 1:] = word_ids[:, 1:] != word_ids[:, :-1]
+    return starts
 
 
 # ---- step 1: selection -------------------------------------------------------------------------------------
@@ -93,18 +84,22 @@ def _greedy_fill(lengths: torch.Tensor, budget: torch.Tensor) -> torch.Tensor:
         capacity = budget - (filled.gather(1, first) - lengths.gather(1, first))
         skip |= has_over[:, None] & (positions[None, :] >= first) & (lengths > capacity)
 
+
 def select_words(
-    maskable: torch.Tensor, starts: torch.Tensor, rate: float, k: torch.Tensor | None,
+    maskable: torch.Tensor, starts: torch.Tensor, mask_rate: float, k: torch.Tensor | None,
     generator: torch.Generator | None,
 ) -> torch.Tensor:
-    """Whole-word selection: Bernoulli per word (``k is None``) or the greedy fill of ``k`` pieces per row."""
-    starts = starts & maskable
+    """Whole-word selection: Bernoulli per word (``k is None``) or the greedy fill of ``k`` pieces per row.
+
+    A word is a run of maskable tokens that begins at a ``starts`` position or after a token that is not maskable.
+    """
+    starts = maskable & (starts | ~_shift_right(maskable, False))
     if not starts.any():
         return torch.zeros_like(maskable)
     # global word number of every maskable token (words never cross rows: a row's first maskable token starts one)
     word_of_token = torch.cumsum(starts.flatten(), 0).reshape(maskable.shape) - 1
     if k is None:
-        draw = torch.rand(maskable.shape, generator=generator) < rate
+        draw = torch.rand(maskable.shape, generator=generator) < mask_rate
         chosen_words = draw[starts]  # one decision per word, taken at its first piece
         return maskable & chosen_words[word_of_token.clamp(min=0)]
     n_words_row = starts.sum(dim=1)

@@ -30,6 +30,9 @@ from pathlib import Path
 import torch
 
 from mlm_course import corpus, finetune, models
+from mlm_course.lab import finetune_run
+from mlm_course.lab.finetune_run import FinetuneConfig
+from mlm_course.lab.precision import machine
 from mlm_course.lab.run_files import write_json_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "finetune_comparison.json"
@@ -53,6 +56,10 @@ def course_available() -> bool:
     return True
 
 
+def rounded(metrics: dict) -> dict:
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in metrics.items()}
+
+
 def not_run(key: str, reason: str) -> dict:
     return {"key": key, "label": LABELS[key], "status": f"not run: {reason}", "test": None, "dev": None}
 
@@ -66,20 +73,18 @@ def run_bow(quick: bool) -> dict:
     out = finetune.bag_of_words_baseline(*splits)
     return {"key": "bow", "label": LABELS["bow"], "status": "ok", "model": "tfidf-logreg", "C": out["C"],
             "dev_accuracy_by_C": out["dev_accuracy_by_C"], "features": out["features"],
-            "dev": finetune._short(out["dev"]), "test": finetune._short(out["test"]), "train_seconds": out["seconds"],
-            "parameters": out["features"] + 1, "hardware": finetune.hardware(), "date": time.strftime("%Y-%m-%d")}
+            "dev": rounded(out["dev"]), "test": rounded(out["test"]), "train_seconds": out["seconds"],
+            "parameters": out["features"] + 1, "hardware": machine(), "date": time.strftime("%Y-%m-%d")}
 
 
 def run_bert(key: str, name: str, epochs: int, lr: float, args) -> dict:
     per_epoch = -(-len(corpus.sentiment("train")) // 32)
-    config = finetune.FinetuneConfig(
+    examples = args.quick_examples if args.quick else None
+    config = FinetuneConfig(
+        model=name, allow_hub=key == "bert-base", max_length=128, train_examples=examples, eval_examples=examples,
         epochs=epochs, batch_size=32, lr=lr, warmup_ratio=0.1, eval_every=max(1, per_epoch // 2), patience=3, seed=0,
-        precision="auto", max_steps=args.quick_steps if args.quick else None,
-        pad_to_multiple_of=8 if torch.cuda.is_available() else None,
-    )
-    result = finetune.run(name, config, max_length=128, train_examples=args.quick_examples if args.quick else None,
-                          eval_examples=args.quick_examples if args.quick else None,
-                          allow_hub=key == "bert-base", progress=not args.no_progress)
+        precision="auto", max_steps=args.quick_steps if args.quick else None)
+    result = finetune_run.run(config, progress=not args.no_progress)
     s = result.summary
     return {"key": key, "label": LABELS[key], "status": "ok", **{k: s[k] for k in (
         "model", "parameters", "steps", "epochs", "best_step", "stopped_early", "dev", "test", "train_seconds",

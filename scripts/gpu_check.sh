@@ -1,17 +1,40 @@
 #!/usr/bin/env bash
-# The course's GPU check, from a fresh clone:   bash scripts/gpu_check.sh        (or: make gpu-check)
-#   1. installs (make setup: a .venv with the CUDA build of torch when nvidia-smi works, the package, MiniLM);
-#   2. runs scripts/gpu_check.py offline: CUDA tests, bf16 fine-tuning of the course model and MiniLM, throughput
-#      against transformers.Trainer (with and without --compile), 2 minutes of `small` pretraining, two processes
-#      when two GPUs are visible; writes benchmarks/results/gpu_check.json with the device description.
-# Sized for at most 8 minutes on one H200 (not yet run on a GPU). Options go to gpu_check.py: --dry-run (tiny,
-# CPU), --out, --skip.
-#   GPU_CHECK_NO_INSTALL=1   use the existing .venv as it is (no pip)
+# The course's GPU check (make gpu-check runs it). On a GPU machine whose Python already has CUDA torch,
+# transformers and accelerate (a rented image; no package index needed, the repository copied in as a folder):
+#     bash scripts/gpu_check.sh --python python3          # or: PYTHON=python3 bash scripts/gpu_check.sh
+# Installs nothing, ≤ 8 minutes on one H200: CUDA tests (tests/cuda), fine-tuning throughput against
+# transformers.Trainer (eager, then compiled), 2 minutes of `small` pretraining, fine-tunes of the course checkpoint
+# and MiniLM, two processes when two GPUs are visible. Writes benchmarks/results/gpu_check.json (--out FILE to
+# change) after every step, so a step that fails or hangs keeps what the others measured.
+# Other options (scripts/gpu_check.py --help): --device cuda:N, --skip/--only STEP,..., --work DIR (keep the steps'
+# outputs and logs).
+#     bash scripts/gpu_check.sh --dry-run --python "$(which python)" --out /tmp/gpu_check.json
+# checks the check itself on any CPU: every step at tiny sizes, fp32, in a minute or two; it writes only with --out.
+#     bash scripts/gpu_check.sh --install                  # where a package index is reachable: make setup first,
+#                                                         # then the check with .venv/bin/python
+# Python: --python PATH, else $PYTHON, else .venv/bin/python where it exists, else python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=${VENV:-.venv}
-if [ -z "${GPU_CHECK_NO_INSTALL:-}" ]; then
-  make setup VENV="$venv"
+python=${PYTHON:-}
+install=
+args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --install) install=1 ;;
+    --python) python=${2:?--python needs a path}; args+=(--python "$2"); shift ;;
+    --python=*) python=${1#--python=}; args+=("$1") ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+if [ -n "$install" ]; then
+  if [ -n "$python" ]; then
+    echo "gpu_check: --install makes .venv and runs the check with it; leave out --python (or PYTHON=)" >&2
+    exit 2
+  fi
+  make setup
+  python=.venv/bin/python
+  args+=(--python "$python")
 fi
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg
-exec "$venv/bin/python" scripts/gpu_check.py "$@"
+# the check itself needs only the standard library: the Python of the steps runs it too (python3 by default)
+exec "${python:-python3}" scripts/gpu_check.py ${args[@]+"${args[@]}"}

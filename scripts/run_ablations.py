@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mlm_course import ablations
+from mlm_course.lab import ablation_grid
 from mlm_course.lab.run_files import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--budget", choices=sorted(ablations.BUDGETS), default="cpu")
+    parser.add_argument("--budget", choices=sorted(ablations.TRAINING_BUDGETS), default="cpu")
     parser.add_argument("--families", nargs="+", choices=ablations.FAMILIES, default=list(ablations.FAMILIES))
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the budget's seeds")
     parser.add_argument("--work", type=Path, default=None, help="where runs are kept (default runs/ablations/BUDGET)")
@@ -38,24 +39,24 @@ def main(argv: list[str] | None = None) -> int:
                              "or probe (default --out notebooks/results/ablations_BUDGET_heldout.json)")
     args = parser.parse_args(argv)
 
-    budget = ablations.BUDGETS[args.budget]
+    budget = ablations.TRAINING_BUDGETS[args.budget]
     if args.seeds:
         budget = replace(budget, seeds=tuple(args.seeds))
     work = args.work or ROOT / "runs" / "ablations" / budget.name
     suffix = "_heldout" if args.heldout_only else ""
     out = args.out or ROOT / "notebooks" / "results" / f"ablations_{budget.name}{suffix}.json"
     start = time.perf_counter()
-    rows = ablations.run_grid(budget, work, families=args.families, log=lambda line: print(line, flush=True),
-                              downstream=not args.heldout_only)
+    rows = ablation_grid.run_grid(budget, work, families=args.families, log=lambda line: print(line, flush=True),
+                                  downstream=not args.heldout_only)
     if not args.no_summary:
         all_seeds = replace(budget, seeds=tuple(sorted({row["seed"] for row in rows})))
         command = "python scripts/run_ablations.py " + shlex.join(argv if argv is not None else sys.argv[1:])
         seconds = sum(row["seconds"]["total"] for row in rows)
-        document = ablations.results_document(rows, all_seeds, command=command.strip(), seconds=seconds,
-                                              families=args.families)
+        document = ablation_grid.results_document(rows, all_seeds, command=command.strip(), seconds=seconds,
+                                                  families=args.families)
         document["grid_seconds_this_call"] = round(time.perf_counter() - start, 1)
         # chance and unigram levels on the same frozen held-out masks, for the figures' reference lines
-        document["heldout_baselines"] = ablations.heldout_baselines(ablations.load_data(budget))
+        document["heldout_baselines"] = ablation_grid.heldout_baselines(ablation_grid.load_data(budget))
         write_json_atomic(out, document)
         for family in args.families:
             table = ablations.by_action_table if args.heldout_only else ablations.summary_table

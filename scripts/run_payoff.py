@@ -1,4 +1,4 @@
-"""What pretraining buys (notebook 07, section 7): zero-shot word order, label-efficiency grids, resumable.
+"""What pretraining buys (notebook 07, section 8): zero-shot word order, label-efficiency grids, resumable.
 
     .venv/bin/python scripts/run_payoff.py zero-shot                  # PLL(real) > PLL(corrupted) per model
     .venv/bin/python scripts/run_payoff.py grid --recipe before       # the first comparison's settings (collapses)
@@ -23,6 +23,7 @@ import torch
 
 from mlm_course import label_efficiency as le
 from mlm_course import word_order
+from mlm_course.lab import label_grid
 from mlm_course.lab.run_files import write_json_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "pretraining_payoff.json"
@@ -43,8 +44,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("inputs", nargs="*", type=Path, help="merge: result files to combine into --out")
     parser.add_argument("--dapt", type=Path, default=None, help="merge: the domain-adapted run folder to describe")
     parser.add_argument("--tasks", nargs="+", default=list(le.TASKS), choices=le.TASKS)
-    parser.add_argument("--models", nargs="+", default=[*le.MODELS, "bow"])
-    parser.add_argument("--budgets", nargs="+", type=budget, default=list(le.BUDGETS), help="numbers or 'all'")
+    parser.add_argument("--models", nargs="+", default=[*label_grid.MODELS, "bow"])
+    parser.add_argument("--budgets", nargs="+", type=budget, default=list(le.LABEL_COUNTS), help="numbers or 'all'")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--recipe", default="balanced", choices=("balanced", "before"))
     parser.add_argument("--source", nargs="*", default=[], help="KEY=FOLDER for models that are not built in")
@@ -57,25 +58,25 @@ def main(argv: list[str] | None = None) -> None:
     if args.what == "zero-shot":
         pairs = word_order.split("test").pairs()
         table = {}
-        for key, (model, tokenizer) in le.zero_shot_models().items():
+        for key, (model, tokenizer) in label_grid.zero_shot_models().items():
             start = time.perf_counter()
             table[key] = word_order.zero_shot(model, tokenizer, pairs) | {"seconds": round(time.perf_counter() - start)}
             print(key, table[key], flush=True)
-        document = le.read_results(args.out)
+        document = label_grid.read_results(args.out)
         write_json_atomic(args.out, document | {"zero_shot": table, "zero_shot_command": command})
         return
     if args.what == "merge":
-        document = le.merge_results([le.read_results(path) for path in args.inputs])
+        document = label_grid.merge_results([label_grid.read_results(path) for path in args.inputs])
         document["commands"].append(command)
         if args.dapt is not None:
-            losses = {key: le.review_masked_lm_loss(name) for key, name in (("course", "course"), ("dapt", args.dapt))}
-            document["dapt"] = le.describe_run(args.dapt) | {"command": DAPT_COMMAND, "review_dev_mlm": losses}
+            losses = {key: label_grid.review_masked_lm_loss(name) for key, name in (("course", "course"), ("dapt", args.dapt))}
+            document["dapt"] = label_grid.describe_run(args.dapt) | {"command": DAPT_COMMAND, "review_dev_mlm": losses}
         write_json_atomic(args.out, document)
         print(f"{len(document['rows'])} rows -> {args.out}")
         return
     sources = dict(item.split("=", 1) for item in args.source)
-    le.run_grid(args.out, tasks=args.tasks, models=args.models, budgets=args.budgets, seeds=args.seeds,
-                sources=sources, recipe_name=args.recipe, command=command)
+    label_grid.run_grid(args.out, tasks=args.tasks, models=args.models, budgets=args.budgets, seeds=args.seeds,
+                        sources=sources, recipe_name=args.recipe, command=command)
 
 
 if __name__ == "__main__":

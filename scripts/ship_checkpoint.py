@@ -1,6 +1,6 @@
 """Copy a finished `mlm-course pretrain` run into the package as the course checkpoint.
 
-    mlm-course pretrain --config tiny --steps 14000 --lr 3e-3 --warmup-steps 700 --dropout 0 \
+    mlm-course pretrain --size tiny --steps 14000 --lr 3e-3 --warmup-steps 700 --dropout 0 \
         --eval-every 500 --save-every 1000 --out runs/course-bert
     mlm-course pretrain --init-from runs/course-bert --steps 18000 --lr 1.5e-3 --warmup-steps 500 --dropout 0 \
         --eval-every 1000 --save-every 1000 --seed 1 --out runs/course-bert-stage2
@@ -36,11 +36,11 @@ FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config
 
 CARD = """# course-bert: the BERT the course pretrained with its own code
 
-A `BertForMaskedLM` ({config}: {layers} layers, hidden {hidden}, {heads} heads, {parameters:,} parameters) trained
-from scratch by `mlm-course pretrain` on the **train** split of the course corpus (Jane Austen's six novels + a
-Wikipedia sample; see DATA.md) with the course's 8,192-entry WordPiece vocabulary. Load it with
-`mlm_course.models.load_mlm("course")`, or `AutoModelForMaskedLM.from_pretrained(this_folder)` and
-`AutoTokenizer.from_pretrained(this_folder)`.
+The course's BERT, `mlm_course.bert.BertMLM` ({config}: {layers} layers, hidden {hidden}, {heads} heads, {parameters:,}
+parameters), in a transformers `BertForMaskedLM` folder, trained from scratch by `mlm-course pretrain` on the
+**train** split of the course corpus (Jane Austen's six novels + a Wikipedia sample; see DATA.md) with the course's
+8,192-entry WordPiece vocabulary. Load it with `mlm_course.models.load_mlm("course")`, or
+`AutoModelForMaskedLM.from_pretrained(this_folder)` and `AutoTokenizer.from_pretrained(this_folder)`.
 
 ## How it was made
 ```
@@ -70,9 +70,9 @@ contributors. The code that made them is Apache-2.0.
 
 
 def stage(results: dict, command: str) -> dict:
-    """One training stage as the model card and notebook 06 describe it."""
+    """One training stage as the model card and notebook 06 describe it (``settings``: the run's, flat)."""
     return {"command": command, "steps": results["steps"], "tokens_seen": results["tokens_seen"],
-            "seconds": results["seconds"], "train_config": results["train_config"], "heldout": results["heldout"]}
+            "seconds": results["seconds"], "heldout": results["heldout"], "settings": results["settings"]}
 
 
 def joined_metrics(earlier: Path, later: Path, steps: int, seconds: float, stage: int) -> str:
@@ -86,28 +86,25 @@ def joined_metrics(earlier: Path, later: Path, steps: int, seconds: float, stage
     return "".join(json.dumps(row) + "\n" for row in lines)
 
 
-def warmup_text(run: dict) -> str:
-    """The warm-up of a recorded training config, as the model card says it: a step count or a share of the steps.
-
-    Configs recorded before the rename hold ``warmup`` (a fraction below 1, else a count)."""
-    if "warmup" in run:
-        return str(int(run["warmup"])) if run["warmup"] >= 1 else f"{run['warmup']:.0%} of the"
-    if run["warmup_steps"] is not None:
-        return str(run["warmup_steps"])
-    return f"{run['warmup_ratio']:.0%} of the"
+def warmup_text(settings: dict) -> str:
+    """The warm-up of a run's recorded settings, as the model card says it: a step count (``warmup_steps``, which
+    wins when given) or a share of the steps (``warmup_ratio``)."""
+    if settings["warmup_steps"] is not None:
+        return str(settings["warmup_steps"])
+    return f"{settings['warmup_ratio']:.0%} of the"
 
 
 def _stage_line(number: int, st: dict) -> str:
-    run = st["train_config"]
-    warmup = warmup_text(run)
+    settings = st["settings"]
     start = "random weights" if number == 1 else f"the weights of stage {number - 1}"
-    if run["extra"].get("stack_to"):
-        start += f", stacked to {run['extra']['stack_to']} layers (layer i a copy of layer i mod the old depth)"
-    if run["extra"].get("short_seq_prob"):
-        start += f"; {run['extra']['short_seq_prob']:.0%} of the sequences cut to a random shorter length"
-    return (f"- Stage {number}, from {start}: {st['steps']:,} steps × batch {run['batch_size']} × "
-            f"{run['extra']['seq_len']} tokens = {st['tokens_seen']:,} tokens, peak learning rate {run['lr']}, {warmup} "
-            f"warm-up steps, {st['seconds'] / 60:.0f} min; held-out loss after it {st['heldout']['loss']:.3f}.\n")
+    if settings["stack_to"]:
+        start += f", stacked to {settings['stack_to']} layers (layer i a copy of layer i mod the old depth)"
+    if settings["short_seq_prob"]:
+        start += f"; {settings['short_seq_prob']:.0%} of the sequences cut to a random shorter length"
+    return (f"- Stage {number}, from {start}: {st['steps']:,} steps × batch {settings['batch_size']} × "
+            f"{settings['seq_len']} tokens = {st['tokens_seen']:,} tokens, peak learning rate {settings['lr']}, "
+            f"{warmup_text(settings)} warm-up steps, {st['seconds'] / 60:.0f} min; held-out loss after it "
+            f"{st['heldout']['loss']:.3f}.\n")
 
 
 def main() -> int:
@@ -142,7 +139,7 @@ def main() -> int:
     results["stages"] = stages
     results["probes"] = {"top_k": 5, "hits": sum(r["hit"] for r in hits), "sentences": len(hits), "rows": hits}
     (temp / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    run, held, uni = results["train_config"], results["heldout"], results["unigram_baseline"]
+    settings, held, uni = results["settings"], results["heldout"], results["unigram_baseline"]
     cfg = model.config
     (temp / "README.md").write_text(CARD.format(
         config=results["config"], layers=cfg.num_hidden_layers, hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
@@ -152,7 +149,7 @@ def main() -> int:
         stages="".join(_stage_line(k, st) for k, st in enumerate(stages, 1)),
         steps=results["steps"], tokens=results["tokens_seen"],
         minutes=results["seconds"] / 60, machine=results["machine"]["platform"], cpus=results["machine"]["cpus"],
-        torch=results["machine"]["torch"], betas=tuple(run["betas"]), wd=run["weight_decay"],
+        torch=results["machine"]["torch"], betas=tuple(settings["betas"]), wd=settings["weight_decay"],
         eval_tokens=held["tokens"], loss=held["loss"], ppl=held["perplexity"], top1=held["top1"], top5=held["top5"],
         u_loss=uni["loss"], u_ppl=uni["perplexity"], u_top1=uni["top1"], u_top5=uni["top5"],
         n_probes=len(hits), hits=f"{sum(r['hit'] for r in hits)} of {len(hits)}",

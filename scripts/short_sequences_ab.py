@@ -18,17 +18,17 @@ import json
 import torch
 
 from mlm_course import corpus, tokenization
-from mlm_course.lab.runner import TrainConfig
+from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.models import load_for_training
-from mlm_course.pretraining import MaskSpec, evaluate_masked_lm, frozen_eval_batches, pack_blocks, pretrain
+from mlm_course.pretraining import evaluate_masked_lm, frozen_eval_batches, pack_blocks
 from mlm_course.probes import probe_hits
 
 
 def scores(model, tokenizer, long_eval: torch.Tensor, short_eval: torch.Tensor) -> dict:
     """Held-out masked-LM loss on long and short blocks, and probe-sentence hits (top 5)."""
     model.eval()
-    long_loss = evaluate_masked_lm(model, frozen_eval_batches(long_eval, tokenizer, MaskSpec()))["loss"]
-    short_loss = evaluate_masked_lm(model, frozen_eval_batches(short_eval, tokenizer, MaskSpec()))["loss"]
+    long_loss = evaluate_masked_lm(model, frozen_eval_batches(long_eval, tokenizer))["loss"]
+    short_loss = evaluate_masked_lm(model, frozen_eval_batches(short_eval, tokenizer))["loss"]
     hits = sum(row["hit"] for row in probe_hits(model, tokenizer))
     return {"loss_128": round(long_loss, 3), "loss_24": round(short_loss, 3), "probe_hits": hits}
 
@@ -36,7 +36,8 @@ def scores(model, tokenizer, long_eval: torch.Tensor, short_eval: torch.Tensor) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--init-from", required=True, help="a saved model trained on full-length blocks only")
-    parser.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.5], help="short-sequence shares to compare")
+    parser.add_argument("--short-seq-probs", type=float, nargs="+", default=[0.0, 0.5],
+                        help="short-sequence probabilities to compare")
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--lr", type=float, default=5e-4)
     args = parser.parse_args()
@@ -47,16 +48,15 @@ def main() -> None:
     long_eval, short_eval = pack_blocks(heldout, tokenizer, 128)[:200], pack_blocks(heldout, tokenizer, 24)[:800]
 
     def start():
-        return load_for_training(args.init_from, tokenizer, max_length=128, hidden_dropout_prob=0.0,
-                                 attention_probs_dropout_prob=0.0)
+        return load_for_training(args.init_from, tokenizer, max_length=128, dropout=0.0)
 
     print(json.dumps({"model": "before", **scores(start(), tokenizer, long_eval, short_eval)}), flush=True)
-    for share in args.shares:
+    for short_seq_prob in args.short_seq_probs:
         model = start()
-        config = TrainConfig(steps=args.steps, batch_size=32, lr=args.lr, warmup_steps=max(1, args.steps // 10),
-                             eval_every=10**9, save_every=10**9, seed=5)
-        pretrain(model, tokenizer, train, long_eval[:32], config, short_share=share, progress=False)
-        print(json.dumps({"model": f"+{args.steps} steps, short share {share}",
+        config = PretrainConfig(steps=args.steps, batch_size=32, lr=args.lr, warmup_steps=max(1, args.steps // 10),
+                                eval_every=10**9, save_every=10**9, seed=5, dropout=0.0, short_seq_prob=short_seq_prob)
+        pretrain(model, tokenizer, train, long_eval[:32], config, progress=False)
+        print(json.dumps({"model": f"+{args.steps} steps, short_seq_prob {short_seq_prob}",
                           **scores(model, tokenizer, long_eval, short_eval)}), flush=True)
 
 

@@ -1,10 +1,12 @@
-"""Shared fixtures: a tiny BERT on the shipped bert-base-uncased vocab, built in milliseconds."""
+"""Shared fixtures: a tiny BERT (the course's own, :class:`mlm_course.bert.BertMLM`) on the shipped bert-base-uncased
+vocab, built in milliseconds."""
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM
+from transformers import BertConfig
 
 from mlm_course import tokenization
+from mlm_course.bert import BertMLM
 
 TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
 
@@ -16,10 +18,11 @@ def bert_tok():
 
 @pytest.fixture
 def tiny_model(bert_tok):
-    def build(seed: int = 0, **overrides) -> BertForMaskedLM:
+    def build(seed: int = 0, **overrides) -> BertMLM:
         torch.manual_seed(seed)
-        config = BertConfig(vocab_size=len(bert_tok), max_position_embeddings=64, **{**TINY, **overrides})
-        return BertForMaskedLM(config)
+        config = BertConfig(vocab_size=len(bert_tok), max_position_embeddings=64, pad_token_id=bert_tok.pad_token_id,
+                            **{**TINY, **overrides})
+        return BertMLM(config)
 
     return build
 
@@ -74,7 +77,8 @@ def small_bert(course_tok):
     """A BERT of the ``TINY`` shape on the course vocabulary: ``small_bert(seed, max_length)``."""
     from mlm_course import models
 
-    def build(seed: int = 0, max_length: int = 64) -> BertForMaskedLM:
-        return models.build_model("tiny", course_tok, seed=seed, max_length=max_length, **TINY)
+    def build(seed: int = 0, max_length: int = 64) -> BertMLM:
+        torch.manual_seed(seed)
+        return BertMLM(models.build_config("tiny", course_tok, max_length=max_length, **TINY))
 
     return build

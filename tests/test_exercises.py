@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from mlm_course import exercises
 from mlm_course.exercises import Exercise
@@ -154,6 +155,111 @@ def test_numeric_declaration_refuses_a_wrong_value_it_could_never_report(wrong, 
     assert "zz.9" not in exercises._REGISTRY
 
 
+# ---- the exercises that write the training step (06.2, 07.1) and the sparse MLM head (04.3) -----------------------
+
+SPECIFIC_HINTS = {  # exercise → {name of a wrong answer: words its hint must contain}
+    "04.3": {"head_at_without_bias": "add the output bias", "head_at_without_decoder": "word table as its weight",
+             "head_at_projecting_every_position": "the head ran at 36 positions for 11 predictions",
+             "head_at_unflattened": "index hidden.flatten(0, 1)", "head_at_calling_the_head": "instead of calling"},
+    "06.2": {"my_step_without_zero_grad": "zero them in every step",
+             "my_step_without_clipping": "applied gradients of norm 2.88: clip them",
+             "my_step_clipping_after_the_update": "clipped after optimizer.step()",
+             "my_step_without_scheduler_step": "the learning rate stayed at 2.5e-03",
+             "my_step_scheduler_first": "used the second step's learning rate",
+             "my_step_without_train_mode": "call model.train() first",
+             "my_step_with_labels_input_ids": "labels=input_ids bug"},
+    "07.1": {"my_finetune_step_without_attention_mask": "Pass batch['attention_mask']",
+             "my_finetune_step_without_zero_grad": "zero them in every step",
+             "my_finetune_step_without_clipping": "applied gradients of norm 3.00: clip them",
+             "my_finetune_step_on_the_cls_hidden_state": "[CLS] hidden state",
+             "my_finetune_step_on_probabilities": "applies log-softmax itself",
+             "my_finetune_step_without_train_mode": "call model.train() first"},
+}
+
+
+@pytest.mark.parametrize("exercise_id", sorted(SPECIFIC_HINTS))
+def test_each_slip_in_a_written_step_or_head_gets_its_own_hint(exercise_id):
+    wrong = {fn.__name__: fn for fn in exercises.get(exercise_id).wrong_answers}
+    assert set(wrong) == set(SPECIFIC_HINTS[exercise_id])
+    hints = {name: exercises.grade(exercise_id, fn) for name, fn in wrong.items()}
+    for name, words in SPECIFIC_HINTS[exercise_id].items():
+        assert words in hints[name], (name, hints[name])
+    assert len(set(hints.values())) == len(hints), "two slips share a hint"
+
+
+def _written_step(loss_fn):
+    """A right step written another way: zero_grad first, model.zero_grad, the loss returned as a float."""
+
+    def my_step(model, batch, optimizer, scheduler):
+        model.zero_grad(set_to_none=False)
+        model.train()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        return loss.item()
+
+    return my_step
+
+
+def _dense_masked_lm_loss(model, batch):
+    """Logits at every position, F.cross_entropy ignoring the -100 labels: the same loss as the sparse one (≈ 1e-6)."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(model(batch["input_ids"], batch["attention_mask"]).flatten(0, 1), batch["labels"].flatten())
+
+
+def test_a_right_step_written_another_way_passes():
+    from mlm_course.finetune import classification_loss
+
+    assert exercises.grade("06.2", _written_step(_dense_masked_lm_loss)) is None
+    assert exercises.grade("07.1", _written_step(classification_loss)) is None
+
+
+def test_a_step_right_at_first_that_stops_learning_is_caught():
+    from mlm_course.objective import masked_lm_loss
+
+    reference, calls = exercises.solution("06.2"), []
+
+    def my_step(model, batch, optimizer, scheduler):
+        calls.append(1)
+        if len(calls) <= 3:
+            return reference(model, batch, optimizer, scheduler)
+        return masked_lm_loss(model.train(), batch).detach()  # no update after the third call
+
+    hint = exercises.grade("06.2", my_step)
+    assert "must fall by more than 2.0 nats" in hint and len(calls) == 20
+
+
+@pytest.mark.parametrize("exercise_id", ["06.2", "07.1"])
+def test_the_written_step_is_written_out_and_grading_keeps_the_learners_torch_state(exercise_id):
+    """The reference solution is the learner's step written out (the grader's reference is steps.training_step);
+    grading leaves torch's random state and thread count as they were."""
+    source = exercises.solution_source(exercise_id)
+    assert "training_step" not in source and "steps." not in source
+    assert all(part in source for part in ("model.train()", ".backward()", "clip_grad_norm_", "zero_grad()"))
+    threads = torch.get_num_threads()
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    assert exercises.grade(exercise_id, exercises.solution(exercise_id)) is None
+    assert torch.equal(torch.rand(3), expected) and torch.get_num_threads() == threads
+
+
+def test_the_step_checks_batches_catch_what_they_must(one_torch_thread):
+    """07.1's batch is padded (else a forgotten attention mask would pass); both first gradients exceed the clip."""
+    from mlm_course import steps
+    from mlm_course.exercises import ch06_pretraining, ch07_fine_tuning
+
+    for check in (ch06_pretraining._STEP_62, ch07_fine_tuning._STEP_71):
+        model, batch = check.build()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        assert float(steps.training_step(model, [batch], check.loss_fn, optimizer, scheduler)["grad_norm"]) > 2.5
+    assert (batch["attention_mask"] == 0).any() and (batch["attention_mask"] == 1).all(1).any()
+
+
 def test_welch_reference_equals_scipy():
     from scipy import stats
 
@@ -207,7 +313,6 @@ def test_check_writes_its_verdict_in_one_piece(monkeypatch):
 
 def test_answers_of_chapters_01_to_04_against_the_libraries():
     """03.1 by the package's count, 03.3 by the tokenizer, 04.4 by transformers' own BERT-large layer."""
-    import torch
     from transformers import BertConfig
     from transformers.models.bert.modeling_bert import BertLayer
 
@@ -215,8 +320,8 @@ def test_answers_of_chapters_01_to_04_against_the_libraries():
     from mlm_course.tokenization import bert_tokenizer
 
     lengths = (3, 17, 90, 150)
-    assert exercises.solution("03.1") == [masking.num_to_predict(n, 0.15) for n in lengths]
-    half_even = [masking.num_to_predict(n, 0.15, rounding="half_even") for n in lengths]
+    assert exercises.solution("03.1") == masking.num_to_predict(torch.tensor(lengths), masking.MaskSpec()).tolist()
+    half_even = masking.num_to_predict(torch.tensor(lengths), masking.MaskSpec(rounding="half_even")).tolist()
     assert half_even != exercises.solution("03.1") and "Python 2" in exercises.grade("03.1", half_even)
     ids = torch.tensor(bert_tokenizer()("The cat sat on the mat.")["input_ids"])
     selected = torch.zeros_like(ids, dtype=torch.bool)

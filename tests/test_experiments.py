@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from mlm_course import corpus, masking, objective, pretraining
-from mlm_course.lab import experiments
-from mlm_course.lab.runner import TrainConfig
+from mlm_course.lab import experiments, pretrain_run
+from mlm_course.lab.pretrain_run import PretrainConfig
 
 
 @pytest.fixture
@@ -24,7 +24,8 @@ def _heldout_blocks(tok, seq_len, count, max_chars=40_000):
 # ---- the labels = input_ids bug ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("spec", [masking.MaskSpec(), masking.MaskSpec(rate=0.5, mix=(0.5, 0.25, 0.25), scheme="fixed")])
+@pytest.mark.parametrize("spec", [masking.MaskSpec(),
+                                  masking.MaskSpec(mask_rate=0.5, mask_mix=(0.5, 0.25, 0.25), mask_scheme="fixed")])
 def test_buggy_batch_has_the_corrupted_ids_as_labels(course_tok, spec):
     blocks = _heldout_blocks(course_tok, 32, 4, max_chars=20_000)
     before = blocks.clone()
@@ -41,14 +42,27 @@ def test_buggy_batch_has_the_corrupted_ids_as_labels(course_tok, spec):
     assert masked.any() and (bad["labels"][masked] == course_tok.mask_token_id).all()
 
 
-def test_actions_of_recovers_mask_tokens_actions(course_tok):
+def test_evaluate_by_action_groups_positions_by_mask_tokens_actions(course_tok, small_model):
+    """The action at each position is read off the batch (what the input shows there): mask_tokens' own actions,
+    except that a random draw of the original token is indistinguishable from, and counted as, unchanged."""
     blocks = _heldout_blocks(course_tok, 64, 16)
-    mb = masking.mask_tokens(blocks, special_ids=course_tok.all_special_ids, mask_token_id=course_tok.mask_token_id,
-                             vocab_size=len(course_tok), generator=torch.Generator().manual_seed(0))
-    got = experiments.actions_of(mb.as_dict(), course_tok.mask_token_id)
-    same_draw = (mb.action == masking.RANDOM) & (mb.input_ids == blocks)  # a random draw of the original token
-    assert torch.equal(got[~same_draw], mb.action.long()[~same_draw])
-    assert (got[same_draw] == masking.KEPT).all()
+    mb = masking.mask_tokens(blocks, masking.MaskSpec(), masking.TokenIds.of(course_tok),
+                             generator=torch.Generator().manual_seed(0))
+    batch = mb.as_dict()
+    first_random = (mb.action == masking.RANDOM).nonzero()[0]
+    batch["input_ids"] = mb.input_ids.clone()
+    batch["input_ids"][tuple(first_random)] = blocks[tuple(first_random)]  # a random draw of the original token
+    same_draw = (mb.action == masking.RANDOM) & (batch["input_ids"] == blocks)
+    assert int(same_draw.sum()) >= 1
+    got = experiments.evaluate_by_action(small_model, [batch], course_tok.mask_token_id)
+    with torch.no_grad():
+        log_probs = small_model(batch["input_ids"], batch["attention_mask"]).double().log_softmax(-1)
+    nll = -log_probs.gather(-1, blocks[..., None]).squeeze(-1)  # per position, against the true token
+    expected = {"[MASK]": mb.action == masking.MASKED, "random token": (mb.action == masking.RANDOM) & ~same_draw,
+                "unchanged": (mb.action == masking.KEPT) | same_draw}
+    for name, where in expected.items():
+        assert got[name]["tokens"] == int(where.sum()) > 0, name
+        assert math.isclose(got[name]["loss"], float(nll[where].mean()), abs_tol=1e-5), name
 
 
 def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
@@ -71,7 +85,7 @@ def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
 def test_evaluate_by_action_restores_training_mode_when_the_forward_pass_fails(small_bert, course_tok, fail_forward):
     """A forward pass that raises (out of memory, say) must not leave a training model in eval mode."""
     batch = pretraining.mask_blocks(torch.tensor([course_tok("a short one.")["input_ids"]]), course_tok,
-                                    pretraining.MaskSpec(rate=0.5), torch.Generator().manual_seed(0))
+                                    pretraining.MaskSpec(mask_rate=0.5), torch.Generator().manual_seed(0))
     model = small_bert(0, 64).train()
     seen = fail_forward(model)
     with pytest.raises(RuntimeError, match="simulated"):
@@ -82,11 +96,11 @@ def test_evaluate_by_action_restores_training_mode_when_the_forward_pass_fails(s
 
 def test_train_with_batches_is_pretrains_loop(small_bert, course_tok):
     blocks = pretraining.pack_blocks([corpus.pretraining_text("train", max_chars=20_000)], course_tok, 16)[:32]
-    config = TrainConfig(steps=3, batch_size=4, lr=1e-3, log_every=1, eval_every=100, precision="fp32")
+    config = PretrainConfig(steps=3, batch_size=4, lr=1e-3, log_every=1, eval_every=100, precision="fp32")
     a = small_bert(0, 16)
     b = small_bert(0, 16)
     ours = experiments.train_with_batches(a, course_tok, blocks, config)
-    ref = pretraining.pretrain(b, course_tok, blocks, blocks[:4], config, progress=False)
+    ref = pretrain_run.pretrain(b, course_tok, blocks, blocks[:4], config, progress=False)
     losses = [[m["loss"] for m in r.metrics if m["split"] == "train"] for r in (ours, ref)]
     assert losses[0] == losses[1] and len(losses[0]) == 3
     buggy = experiments.train_with_batches(

@@ -1,4 +1,5 @@
-"""Label-efficiency grid: balanced subsets, the recipe's step floor, resumable grids, intervals over seeds."""
+"""Label efficiency: balanced subsets, summaries over seeds (mlm_course.label_efficiency), and the runs of the grid
+(mlm_course.lab.label_grid): the recipe's step floor, one run per (task, model, labels, seed), resumable grids."""
 
 import json
 import math
@@ -6,6 +7,7 @@ import math
 import pytest
 
 from mlm_course import label_efficiency as le
+from mlm_course.lab import label_grid
 
 
 def test_word_order_subsets_keep_real_and_corrupted_copies_together():
@@ -36,15 +38,23 @@ def test_unknown_task_is_refused():
 
 
 def test_small_budgets_still_get_the_minimum_number_of_steps():
-    small = le.recipe(50, 5e-4, 0)  # 4 batches of 16 per epoch
-    assert small.batch_size == 16 and small.epochs * math.ceil(50 / 16) >= le.MIN_STEPS
-    large = le.recipe(16000, 5e-4, 0)  # 500 batches of 32: two epochs are already enough
+    small = label_grid.recipe(50, 5e-4, 0)  # 4 batches of 16 per epoch
+    assert small.batch_size == 16 and small.epochs * math.ceil(50 / 16) >= label_grid.MIN_STEPS
+    assert small.epochs == math.ceil(600 / 4) and small.precision == "fp32" and small.patience is None
+    large = label_grid.recipe(16000, 5e-4, 0)  # 500 batches of 32: two epochs are already enough
     assert large.batch_size == 32 and large.epochs == 2 and large.eval_every == 1000 // 10
+
+
+def test_the_first_recipe_is_batch_32_with_dev_twice_an_epoch_and_patience():
+    before = label_grid.old_recipe(1000, 1e-4, 2, max_steps=20)  # ceil(1000 / 32) = 32 batches per epoch
+    assert (before.batch_size, before.eval_every, before.patience, before.epochs) == (32, 16, 3, 2)
+    assert (before.lr, before.seed, before.max_steps, before.precision) == (1e-4, 2, 20, "fp32")
+    assert set(label_grid.MODELS) == {"random", "course", "minilm"}
 
 
 def test_bag_of_words_is_exactly_at_chance_on_word_order():
     """Both versions of a test sentence have the same words, so any bag of words gives them the same label."""
-    row = le.run_one("word_order", "bow", 300, seed=0)
+    row = label_grid.run_task("word_order", "bow", 300, seed=0)
     assert row["test_accuracy"] == 0.5 and row["n_train"] == 300
 
 
@@ -56,11 +66,11 @@ def test_the_grid_resumes_without_rerunning_finished_rows(tmp_path, monkeypatch)
         return {"task": task, "model": model, "budget": budget, "seed": seed, "test_accuracy": 0.5,
                 "collapsed": False, "seconds": 0, "n_train": budget}
 
-    monkeypatch.setattr(le, "run_one", fake)
+    monkeypatch.setattr(label_grid, "run_task", fake)
     path = tmp_path / "grid.json"
     grid = {"tasks": ("word_order",), "models": ("bow",), "budgets": (50, 100), "log": lambda *_: None}
-    le.run_grid(path, seeds=(0,), **grid)
-    le.run_grid(path, seeds=(0, 1), **grid)
+    label_grid.run_grid(path, seeds=(0,), **grid)
+    label_grid.run_grid(path, seeds=(0, 1), **grid)
     assert calls == [("word_order", "bow", 50, 0), ("word_order", "bow", 100, 0),
                      ("word_order", "bow", 50, 1), ("word_order", "bow", 100, 1)]
     assert len(json.loads(path.read_text())["rows"]) == 4
@@ -105,24 +115,29 @@ def _row(model="course", budget=50, seed=0, recipe="balanced"):
 def test_merge_keeps_every_row_command_and_the_zero_shot_table_once():
     a = {"rows": [_row(seed=0)], "commands": ["grid a"], "zero_shot": {"course": {"accuracy": 0.96}}, "quick": False}
     b = {"rows": [_row(seed=1), _row(seed=1, recipe="before")], "commands": ["grid b"]}
-    merged = le.merge_results([a, b])
+    merged = label_grid.merge_results([a, b])
     assert [(r["seed"], r["recipe"]) for r in merged["rows"]] == [(0, "balanced"), (1, "balanced"), (1, "before")]
     assert merged["commands"] == ["grid a", "grid b"]
     assert merged["zero_shot"] == {"course": {"accuracy": 0.96}} and merged["quick"] is False
     with pytest.raises(ValueError, match="appears in two result files"):
-        le.merge_results([a, {"rows": [_row(seed=0)]}])
+        label_grid.merge_results([a, {"rows": [_row(seed=0)]}])
 
 
 def test_describe_run_reads_a_pretraining_folder(tmp_path):
-    (tmp_path / "results.json").write_text(json.dumps(
-        {"steps": 1000, "seconds": 429.0, "heldout": {"loss": 4.12}, "train_config": {"lr": 5e-4}, "parameters": {}}))
-    described = le.describe_run(tmp_path)
-    assert described == {"folder": str(tmp_path), "steps": 1000, "seconds": 429.0, "heldout": {"loss": 4.12},
-                         "train_config": {"lr": 5e-4}}
+    """What mlm-course pretrain writes to results.json (lab/pretrain_run.py): the run's figures and its settings,
+    without the parameter counts and the model's size name."""
+    written = {"config": "small", "parameters": {"total": 1}, "steps": 1000, "tokens_seen": 4_096_000, "processes": 1,
+               "seconds": 429.0, "heldout": {"loss": 4.12}, "unigram_baseline": {"loss": 6.7},
+               "settings": {"lr": 5e-4, "mask_rate": 0.15}, "machine": {"device": "cpu"}}
+    (tmp_path / "results.json").write_text(json.dumps(written))
+    described = label_grid.describe_run(tmp_path)
+    assert described == {"folder": str(tmp_path), "steps": 1000, "tokens_seen": 4_096_000, "seconds": 429.0,
+                         "heldout": {"loss": 4.12}, "unigram_baseline": {"loss": 6.7},
+                         "settings": {"lr": 5e-4, "mask_rate": 0.15}, "machine": {"device": "cpu"}}
 
 
 def test_review_loss_of_the_course_checkpoint_is_far_below_chance_on_review_text():
-    scores = le.review_masked_lm_loss("course")
+    scores = label_grid.review_masked_lm_loss("course")
     assert scores["loss"] < math.log(8192) - 3  # chance: ln(vocabulary size) = 9.01 nats
     assert 0 < scores["top1"] <= scores["top5"] < 1
     from mlm_course import corpus, pretraining, tokenization
@@ -158,12 +173,12 @@ def test_the_pll_probe_is_a_logistic_regression_on_the_features_and_only_for_wor
     texts = {t: y for d in splits for t, y in zip(d.texts, d.labels, strict=True)}
     # stand-in features: the label itself sits in the lowest-log-prob column, the others are noise
     table = {t: [(len(t) % 7) / 7, -5.0 + 4 * y, -1.0] for t, y in texts.items()}
-    monkeypatch.setattr(le, "_pll_table", lambda: table)
-    row = le.run_one("word_order", le.PLL_PROBE, 50, seed=0, quick=True)
+    monkeypatch.setattr(label_grid, "_pll_table", lambda: table)
+    row = label_grid.run_task("word_order", le.PLL_PROBE, 50, seed=0, quick=True)
     assert row["test_accuracy"] == 1.0 and row["n_train"] == 50 and not row["collapsed"]
     assert le.collapse_counts([row]) == {}  # a linear row is never counted as a collapsed fine-tuning run
     with pytest.raises(ValueError, match="word_order only"):
-        le.run_one("sentiment", le.PLL_PROBE, 50, seed=0, quick=True)
+        label_grid.run_task("sentiment", le.PLL_PROBE, 50, seed=0, quick=True)
 
 
 def test_differences_are_gaps_of_means_with_the_combined_standard_error():
@@ -181,22 +196,25 @@ def test_differences_are_gaps_of_means_with_the_combined_standard_error():
 
 def test_an_unknown_model_without_a_source_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="model='nope': use one of random, course, minilm, bow, course_pll"):
-        le.run_one("word_order", "nope", 50, seed=0, quick=True)
+        label_grid.run_task("word_order", "nope", 50, seed=0, quick=True)
 
 
 def test_zero_shot_models_are_the_checkpoint_a_seeded_random_twin_and_minilm_when_installed():
     import torch
 
     from mlm_course import models
+    from mlm_course.bert import BertMLM
 
-    first, second = le.zero_shot_models(seed=3), le.zero_shot_models(seed=3)
+    first, second = label_grid.zero_shot_models(seed=3), label_grid.zero_shot_models(seed=3)
     shipped, _ = models.load_mlm("course")
     weights = {name: dict(pair[0].named_parameters()) for name, pair in first.items()}
     assert all(torch.equal(p, weights["course"][n]) for n, p in shipped.named_parameters())
-    random_twin = weights["random"]["bert.encoder.layer.0.attention.self.query.weight"]
-    assert random_twin.shape == weights["course"]["bert.encoder.layer.0.attention.self.query.weight"].shape
-    assert not torch.equal(random_twin, weights["course"]["bert.encoder.layer.0.attention.self.query.weight"])
-    assert torch.equal(random_twin, dict(second["random"][0].named_parameters())[
-        "bert.encoder.layer.0.attention.self.query.weight"])  # the same seed, the same random model
+    query = "layers.0.attention.query.weight"
+    random_twin = weights["random"][query]
+    assert isinstance(first["random"][0], BertMLM) and first["random"][0].config.to_dict() == shipped.config.to_dict()
+    assert random_twin.shape == weights["course"][query].shape
+    assert not torch.equal(random_twin, weights["course"][query])
+    assert torch.equal(random_twin, dict(second["random"][0].named_parameters())[query])  # same seed, same model
+    assert not torch.equal(random_twin, dict(label_grid.zero_shot_models(seed=4)["random"][0].named_parameters())[query])
     assert ("minilm" in first) == (models.minilm_dir() is not None)
     assert all(not model.training for model, _ in first.values())

@@ -1,6 +1,6 @@
 """mlm_course.masking (+ whole_word, collator, mask_checks): statistics with stated 99.9 % bounds, invariants
 (hypothesis), agreement with transformers' DataCollatorForLanguageModeling and with a port of the original BERT
-code, masks pinned to stored values, the MaskSpec, the collator (incl. Trainer), errors."""
+code, masks pinned to stored values, the MaskSpec and TokenIds, the collator (incl. Trainer), errors."""
 
 import random
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
@@ -10,16 +10,33 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
-from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertTokenizer,
+    DataCollatorForLanguageModeling,
+    Trainer,
+    TrainingArguments,
+)
 
 from mlm_course import mask_checks, masking, pretraining, whole_word
 from mlm_course.collator import MLMCollator
-from mlm_course.masking import IGNORE_INDEX, KEPT, MASKED, NOT_SELECTED, RANDOM, MaskSpec, mask_tokens
+from mlm_course.masking import (
+    IGNORE_INDEX,
+    KEPT,
+    MASKED,
+    NOT_SELECTED,
+    RANDOM,
+    MaskSpec,
+    TokenIds,
+    mask_tokens,
+)
 
 CONF = 0.999
 PAD, CLS, SEP, MASK, UNK = 0, 1, 2, 3, 4  # the toy vocabulary's specials
 TOY_SPECIALS = [PAD, CLS, SEP, MASK, UNK]
 TOY_VOCAB = 50
+TOY_TOKENS = TokenIds(mask_token_id=MASK, special_ids=tuple(TOY_SPECIALS), vocab_size=TOY_VOCAB)
 
 
 def toy_batch(rows, length, seed, *, min_len=3):
@@ -34,9 +51,26 @@ def toy_batch(rows, length, seed, *, min_len=3):
     return ids, (pos < lens[:, None]).long()
 
 
-def toy_mask(ids, attention, spec=None, **kw):
-    kw = {"mask_token_id": MASK, "vocab_size": TOY_VOCAB, "special_ids": TOY_SPECIALS, **kw}
-    return mask_tokens(ids, spec, attention_mask=attention, **kw)
+def toy_mask(ids, attention, spec=MaskSpec(), **kw):
+    return mask_tokens(ids, spec, TOY_TOKENS, attention_mask=attention, **kw)
+
+
+def starts_of(continuation):
+    """``word_starts`` for a whole-word ``toy_mask``: a word is a token and the ## pieces after it."""
+    return whole_word.word_starts(continuation=continuation)
+
+
+def maskable_words(maskable, continuation):
+    """True at the first piece of every maskable word (a special token or padding ends a word)."""
+    after_unmaskable = ~torch.nn.functional.pad(maskable, (1, 0))[:, :-1]
+    return maskable & (starts_of(continuation) | after_unmaskable)
+
+
+@pytest.fixture(scope="module")
+def toy_tok():
+    """A BertTokenizer over the toy vocabulary: [PAD] 0, [CLS] 1, [SEP] 2, [MASK] 3, [UNK] 4, then w5 … w49."""
+    names = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [f"w{i}" for i in range(5, TOY_VOCAB)]
+    return BertTokenizer(vocab={name: i for i, name in enumerate(names)})
 
 
 def in_binom_interval(count, trials, p, what):
@@ -66,7 +100,7 @@ def big_batch():
 @pytest.mark.parametrize("scheme", ["bernoulli", "fixed"])
 def test_selection_rate_and_mix_inside_999_intervals(big_batch, scheme):
     ids, att = big_batch
-    out = toy_mask(ids, att, scheme=scheme, generator=torch.Generator().manual_seed(2))
+    out = toy_mask(ids, att, MaskSpec(mask_scheme=scheme), generator=torch.Generator().manual_seed(2))
     n_maskable, n_sel = int(out.maskable.sum()), int(out.selected.sum())
     assert n_sel >= 100_000
     if scheme == "bernoulli":
@@ -78,7 +112,7 @@ def test_selection_rate_and_mix_inside_999_intervals(big_batch, scheme):
 def test_fixed_count_masks_exactly_the_formula_on_every_row(big_batch):
     ids, att = big_batch
     for rounding, ref in [("half_up", py2_round), ("half_even", py3_round)]:
-        out = toy_mask(ids, att, scheme="fixed", max_predictions=20, rounding=rounding,
+        out = toy_mask(ids, att, MaskSpec(mask_scheme="fixed", max_predictions=20, rounding=rounding),
                        generator=torch.Generator().manual_seed(3))
         n = att.sum(1).tolist()  # the original counts every token, [CLS] and [SEP] included
         expected = torch.tensor([min(20, max(1, ref(k * 0.15)), m) for k, m in zip(n, out.maskable.sum(1).tolist(), strict=True)])
@@ -87,7 +121,7 @@ def test_fixed_count_masks_exactly_the_formula_on_every_row(big_batch):
 
 def test_fixed_count_is_uniform_over_maskable_positions():
     ids, att = toy_batch(30_000, 12, seed=4, min_len=12)  # [CLS] + 10 + [SEP]: k = max(1, round(1.8)) = 2
-    out = toy_mask(ids, att, scheme="fixed", generator=torch.Generator().manual_seed(5))
+    out = toy_mask(ids, att, MaskSpec(mask_scheme="fixed"), generator=torch.Generator().manual_seed(5))
     assert (out.selected.sum(1) == 2).all()
     counts = out.selected[:, 1:11].sum(0)
     p = stats.chisquare(counts.numpy()).pvalue
@@ -97,7 +131,7 @@ def test_fixed_count_is_uniform_over_maskable_positions():
 @pytest.mark.parametrize("random_from", ["non_special", "vocab"])
 def test_random_replacements_uniform_over_allowed_tokens(big_batch, random_from):
     ids, att = big_batch
-    out = toy_mask(ids, att, rate=1.0, mix=(0, 1, 0), random_from=random_from,
+    out = toy_mask(ids, att, MaskSpec(mask_rate=1.0, mask_mix=(0, 1, 0), random_from=random_from),
                    generator=torch.Generator().manual_seed(6))
     drawn = out.input_ids[out.action == RANDOM]
     assert len(drawn) >= 100_000
@@ -112,12 +146,14 @@ def test_random_replacements_uniform_over_allowed_tokens(big_batch, random_from)
 def test_whole_word_bernoulli_rate_and_fixed_budget(big_batch):
     ids, att = big_batch
     cont = torch.rand(ids.shape, generator=torch.Generator().manual_seed(7)) < 0.3
-    out = toy_mask(ids, att, continuation=cont, whole_word=True, generator=torch.Generator().manual_seed(8))
+    out = toy_mask(ids, att, MaskSpec(whole_word=True), word_starts=starts_of(cont),
+                   generator=torch.Generator().manual_seed(8))
     in_binom_interval(int(out.selected.sum()), int(out.maskable.sum()), 0.15, "whole-word token rate")
-    starts = whole_word.word_starts(out.maskable, continuation=cont)
+    starts = maskable_words(out.maskable, cont)
     in_binom_interval(int((out.selected & starts).sum()), int(starts.sum()), 0.15, "whole-word word rate")
-    fixed = toy_mask(ids, att, continuation=cont, whole_word=True, scheme="fixed", generator=torch.Generator().manual_seed(9))
-    k = masking.num_to_predict(att.sum(1), 0.15)
+    fixed = toy_mask(ids, att, MaskSpec(whole_word=True, mask_scheme="fixed"), word_starts=starts_of(cont),
+                     generator=torch.Generator().manual_seed(9))
+    k = masking.num_to_predict(att.sum(1), MaskSpec())
     assert (fixed.selected.sum(1) <= k).all()
     assert fixed.selected.sum() >= 0.97 * k.sum(), "greedy fill should come close to the budget"
 
@@ -145,11 +181,13 @@ def test_num_to_predict_matches_python2_and_python3_round():
     n = torch.arange(0, 600)
     for rounding, ref in [("half_up", py2_round), ("half_even", py3_round)]:
         expected = [max(1, ref(k * 0.15)) for k in range(600)]
-        assert masking.num_to_predict(n, 0.15, rounding=rounding).tolist() == expected
-        assert [masking.num_to_predict(k, 0.15, rounding=rounding) for k in range(600)] == expected
-    assert masking.num_to_predict(30, 0.15) == 5 and masking.num_to_predict(30, 0.15, rounding="half_even") == 4
-    assert masking.num_to_predict(512, 0.15, max_predictions=80) == 77
-    assert masking.num_to_predict(1000, 0.15, max_predictions=20) == 20
+        assert masking.num_to_predict(n, MaskSpec(rounding=rounding)).tolist() == expected
+    count = masking.num_to_predict
+    assert count(torch.tensor(30), MaskSpec()) == 5 and count(torch.tensor(30), MaskSpec(rounding="half_even")) == 4
+    assert count(torch.tensor([512, 1000]), MaskSpec(max_predictions=80)).tolist() == [77, 80]
+    assert count(torch.tensor([1000]), MaskSpec(max_predictions=20)).tolist() == [20]
+    with pytest.raises(TypeError, match="integer tensor of token counts"):
+        count(30, MaskSpec())
 
 
 def test_fixed_counts_equal_the_original_port():
@@ -159,8 +197,8 @@ def test_fixed_counts_equal_the_original_port():
     ref_counts = [len(mask_checks.reference_original_masking(r, vocab_words=vocab, rng=rng)[1]) for r in rows]
     length = max(map(len, rows))
     ids = torch.tensor([[vocab.index(t) for t in r] + [0] * (length - len(r)) for r in rows])
-    out = mask_tokens(ids, attention_mask=ids != 0, special_ids=[0, 1, 2, 3], mask_token_id=3, vocab_size=len(vocab),
-                      scheme="fixed", max_predictions=20, generator=torch.Generator().manual_seed(0))
+    out = mask_tokens(ids, MaskSpec(mask_scheme="fixed", max_predictions=20), TokenIds(3, (0, 1, 2, 3), len(vocab)),
+                      attention_mask=ids != 0, generator=torch.Generator().manual_seed(0))
     assert out.selected.sum(1).tolist() == ref_counts
 
 
@@ -214,13 +252,15 @@ def test_invariants(rows, length, seed, rate, scheme, mix, special_share, unit, 
     ids[att == 0] = PAD
     cont = torch.rand(rows, length, generator=g) < 0.4
     word_ids = torch.cumsum(~cont, 1) * att - (1 - att)  # runs share an id; -1 on padding
-    kw = {"continuation": cont} if unit == "continuation" else {"word_ids": word_ids} if unit else {}
+    words = {"continuation": cont} if unit == "continuation" else {"word_ids": word_ids} if unit else None
     before = (ids.clone(), att.clone(), cont.clone())
     maskable = (att == 1) & (ids >= 5)
 
     def run():
-        spec = MaskSpec(rate=rate, scheme=scheme, mix=mix, max_predictions=max_predictions, whole_word=bool(unit))
-        return toy_mask(ids, att, spec, generator=torch.Generator().manual_seed(seed), **kw)
+        spec = MaskSpec(mask_rate=rate, mask_scheme=scheme, mask_mix=mix, max_predictions=max_predictions,
+                        whole_word=bool(unit))
+        starts = None if words is None else whole_word.word_starts(**words)
+        return toy_mask(ids, att, spec, word_starts=starts, generator=torch.Generator().manual_seed(seed))
 
     if not maskable.any():
         with pytest.raises(ValueError, match="no token of this batch may be masked"):
@@ -240,13 +280,13 @@ def test_invariants(rows, length, seed, rate, scheme, mix, special_share, unit, 
         assert (out.action[sel] == MASKED).all()
     assert torch.equal(out.action == NOT_SELECTED, ~sel)
     if unit:
-        starts = whole_word.word_starts(maskable, continuation=cont)
+        starts = maskable_words(maskable, cont)
         word = torch.cumsum(starts.flatten(), 0).reshape(ids.shape)
         for w in word[maskable].unique():
             members = sel[(word == w) & maskable]
             assert members.all() or not members.any(), "a word was split"
     if scheme == "fixed":
-        k = torch.minimum(masking.num_to_predict(att.sum(1), rate, max_predictions=max_predictions),
+        k = torch.minimum(masking.num_to_predict(att.sum(1), MaskSpec(mask_rate=rate, max_predictions=max_predictions)),
                           maskable.sum(1))
         if unit:
             assert (sel.sum(1) <= k).all()
@@ -263,15 +303,17 @@ def test_documented_edge_behaviours():
     ids = torch.tensor([[CLS, 7, 8, 9, SEP], [CLS, SEP, PAD, PAD, PAD]])
     att = (ids != PAD).long()
     g = torch.Generator().manual_seed(0)
-    out = toy_mask(ids, att, rate=1.0, generator=g)  # row 2 has nothing maskable: left alone, labels all -100
+    out = toy_mask(ids, att, MaskSpec(mask_rate=1.0), generator=g)  # row 2 has nothing maskable: left alone
     assert out.selected[0, 1:4].all() and not out.selected[1].any() and (out.labels[1] == -100).all()
-    assert not toy_mask(ids, att, rate=0.0, generator=g).selected.any()
+    assert not toy_mask(ids, att, MaskSpec(mask_rate=0.0), generator=g).selected.any()
     # fixed count keeps the original's max(1, …): rate 0 still predicts one token per row
-    assert toy_mask(ids, att, rate=0.0, scheme="fixed", generator=g).selected.sum(1).tolist() == [1, 0]
+    fixed = MaskSpec(mask_rate=0.0, mask_scheme="fixed")
+    assert toy_mask(ids, att, fixed, generator=g).selected.sum(1).tolist() == [1, 0]
     # asking for more than the row holds takes every maskable token
-    assert toy_mask(ids, att, rate=1.0, scheme="fixed", generator=g).selected.sum(1).tolist() == [3, 0]
-    one = toy_mask(torch.tensor([CLS, 7, 8, SEP]), None, rate=1.0, generator=g)
-    assert one.input_ids.shape == (4,) and one.selected.tolist() == [False, True, True, False]
+    fixed = MaskSpec(mask_rate=1.0, mask_scheme="fixed")
+    assert toy_mask(ids, att, fixed, generator=g).selected.sum(1).tolist() == [3, 0]
+    one = toy_mask(torch.tensor([[CLS, 7, 8, SEP]]), None, MaskSpec(mask_rate=1.0), generator=g)  # one sequence
+    assert one.input_ids.shape == (1, 4) and one.selected.tolist() == [[False, True, True, False]]
 
 
 def test_determinism_and_fresh_draws():
@@ -281,18 +323,14 @@ def test_determinism_and_fresh_draws():
     c = toy_mask(ids, att, generator=torch.Generator().manual_seed(2))
     assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.labels, b.labels)
     assert not torch.equal(a.labels, c.labels)
-    f1 = masking.frozen_eval_masks(ids, seed=5, attention_mask=att, mask_token_id=MASK, vocab_size=TOY_VOCAB,
-                                   special_ids=TOY_SPECIALS)
-    f2 = masking.frozen_eval_masks(ids, seed=5, attention_mask=att, mask_token_id=MASK, vocab_size=TOY_VOCAB,
-                                   special_ids=TOY_SPECIALS)
-    assert torch.equal(f1.labels, f2.labels) and torch.equal(f1.input_ids, f2.input_ids)
 
 
 def test_static_vs_dynamic_distinct_masks():
     ids, att = toy_batch(8, 64, seed=12, min_len=64)
-    kw = {"attention_mask": att, "mask_token_id": MASK, "vocab_size": TOY_VOCAB, "special_ids": TOY_SPECIALS}
-    static = masking.epoch_masks(ids, epochs=7, mode="static", copies=3, generator=torch.Generator().manual_seed(0), **kw)
-    dynamic = masking.epoch_masks(ids, epochs=7, mode="dynamic", generator=torch.Generator().manual_seed(0), **kw)
+    static = masking.epoch_masks(ids, MaskSpec(), TOY_TOKENS, epochs=7, static_copies=3, attention_mask=att,
+                                 generator=torch.Generator().manual_seed(0))
+    dynamic = masking.epoch_masks(ids, MaskSpec(), TOY_TOKENS, epochs=7, attention_mask=att,
+                                  generator=torch.Generator().manual_seed(0))
     assert static[0] is static[3] is static[6]
     assert mask_checks.count_distinct_masks(static).tolist() == [3] * 8
     assert mask_checks.count_distinct_masks(dynamic).tolist() == [7] * 8
@@ -303,10 +341,8 @@ def test_select_and_replace_compose_to_mask_tokens():
     g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
     full = toy_mask(ids, att, generator=g1)
     maskable = (att == 1) & (ids >= 5)
-    sel = masking.select_positions(maskable, generator=g2, n_tokens=att.sum(1))
-    new, labels, action = masking.apply_replacement(
-        ids, sel, mask_token_id=MASK, random_ids=masking.replacement_ids(TOY_VOCAB, TOY_SPECIALS), generator=g2
-    )
+    sel = masking.select_positions(maskable, MaskSpec(), generator=g2, n_tokens=att.sum(1))
+    new, labels, action = masking.apply_replacement(ids, sel, MaskSpec(), TOY_TOKENS, generator=g2)
     assert torch.equal(new, full.input_ids) and torch.equal(labels, full.labels) and torch.equal(action, full.action)
 
 
@@ -314,10 +350,11 @@ def test_word_starts_from_a_real_tokenizer(bert_tok):
     enc = bert_tok("unaffable tokenization works", return_special_tokens_mask=True)
     ids = torch.tensor([enc["input_ids"]])
     maskable = torch.tensor([enc["special_tokens_mask"]]) == 0
-    by_ids = whole_word.word_starts(maskable, word_ids=[enc.word_ids()])
-    by_hash = whole_word.word_starts(maskable, continuation=whole_word.continuation_lookup(bert_tok)[ids])
+    by_ids = whole_word.word_starts(word_ids=torch.tensor([[-1 if w is None else w for w in enc.word_ids()]]))
+    by_hash = whole_word.word_starts(continuation=whole_word.continuation_lookup(bert_tok)[ids])
     pieces = bert_tok.convert_ids_to_tokens(enc["input_ids"])
     assert torch.equal(by_ids, by_hash)
+    by_ids &= maskable
     assert [p for p, s in zip(pieces, by_ids[0].tolist(), strict=True) if s] == [p for p in pieces if p[0].isalpha()]
 
 
@@ -329,16 +366,16 @@ PINNED_IDS = torch.tensor([[1, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 2],
 _ = IGNORE_INDEX  # short, to keep the pinned labels readable
 # Outputs of the implementation before the MaskSpec refactor (seed 0), stored: a refactor must not change any mask.
 PINNED = {
-    "bernoulli": (MaskSpec(rate=0.4), [[1, 11, 3, 3, 3, 15, 16, 17, 18, 19, 20, 2], [1, 3, 30, 23, 24, 25, 23, 2, 0, 0, 0, 0],
+    "bernoulli": (MaskSpec(mask_rate=0.4), [[1, 11, 3, 3, 3, 15, 16, 17, 18, 19, 20, 2], [1, 3, 30, 23, 24, 25, 23, 2, 0, 0, 0, 0],
                                        [1, 31, 32, 3, 2, 0, 0, 0, 0, 0, 0, 0]],
                   [[_, _, 12, 13, 14, _, _, _, _, _, 20, _], [_, 21, 22, _, _, _, 26, _, _, _, _, _],
                    [_, _, _, 33, _, _, _, _, _, _, _, _]]),
-    "fixed": (MaskSpec(rate=0.4, scheme="fixed", max_predictions=4),
+    "fixed": (MaskSpec(mask_rate=0.4, mask_scheme="fixed", max_predictions=4),
               [[1, 11, 12, 13, 3, 15, 16, 3, 18, 19, 22, 2], [1, 21, 3, 3, 3, 25, 26, 2, 0, 0, 0, 0],
                [1, 3, 3, 33, 2, 0, 0, 0, 0, 0, 0, 0]],
               [[_, _, _, 13, 14, _, _, 17, _, _, 20, _], [_, _, 22, 23, 24, _, _, _, _, _, _, _],
                [_, 31, 32, _, _, _, _, _, _, _, _, _]]),
-    "whole_word_fixed": (MaskSpec(rate=0.4, scheme="fixed", whole_word=True),
+    "whole_word_fixed": (MaskSpec(mask_rate=0.4, mask_scheme="fixed", whole_word=True),
                          [[1, 3, 12, 13, 14, 15, 3, 3, 6, 19, 20, 2], [1, 21, 22, 3, 3, 3, 26, 2, 0, 0, 0, 0],
                           [1, 3, 40, 33, 2, 0, 0, 0, 0, 0, 0, 0]],
                          [[_, 11, _, _, _, _, 16, 17, 18, 19, _, _], [_, _, _, 23, 24, 25, _, _, _, _, _, _],
@@ -351,10 +388,10 @@ def test_same_seed_gives_the_stored_masks(name):
     spec, want_ids, want_labels = PINNED[name]
     cont = torch.zeros_like(PINNED_IDS, dtype=torch.bool)
     cont[0, [3, 4, 8]] = cont[1, 2] = True  # words: 12 ##13 ##14, 17 ##18; 21 ##22
-    kw = {"continuation": cont} if spec.whole_word else {}
-    out = toy_mask(PINNED_IDS, PINNED_IDS != PAD, spec, generator=torch.Generator().manual_seed(0), **kw)
+    starts = starts_of(cont) if spec.whole_word else None
+    out = toy_mask(PINNED_IDS, PINNED_IDS != PAD, spec, word_starts=starts, generator=torch.Generator().manual_seed(0))
     assert out.input_ids.tolist() == want_ids and out.labels.tolist() == want_labels
-    if spec.scheme == "fixed":  # the original count: round(0.4 · 12) = 5 (or the cap, 4), round(3.2) = 3, 0.4 · 5 = 2
+    if spec.mask_scheme == "fixed":  # the original count: round(0.4 · 12) = 5 (or the cap, 4), round(3.2) = 3, 0.4 · 5 = 2
         assert out.selected.sum(1).tolist() == ([4, 3, 2] if spec.max_predictions else [5, 3, 2])
 
 
@@ -362,49 +399,68 @@ def test_ignore_index_is_what_pytorch_ignores():
     assert torch.nn.CrossEntropyLoss().ignore_index == IGNORE_INDEX
 
 
-# ---- the specification --------------------------------------------------------------------------------------
+# ---- the specification and the token ids --------------------------------------------------------------------
 
 
 def test_mask_spec_is_validated_once_and_shared():
-    spec = MaskSpec(rate=0.3, mix=[1, 0, 0])
-    assert spec.mix == (1.0, 0.0, 0.0) and isinstance(spec.rate, float)  # normalised when made
+    spec = MaskSpec(mask_rate=0.3, mask_mix=[1, 0, 0])
+    assert spec.mask_mix == (1.0, 0.0, 0.0) and isinstance(spec.mask_rate, float)  # normalised when made
     assert pretraining.MaskSpec is MaskSpec  # pretraining takes the same spec
-    assert masking.resolve_spec(spec, {"scheme": "fixed"}) == MaskSpec(rate=0.3, mix=(1, 0, 0), scheme="fixed")
-    assert masking.resolve_spec(spec, {}) is spec
-    for bad, message in [({"rate": 2}, "pass a number in"), ({"rounding": "up"}, "rounding='up' is not known"),
+    for bad, message in [({"mask_rate": 2}, r"mask_rate=2 is not a probability: pass a number in"),
+                         ({"mask_scheme": "topk"}, "mask_scheme='topk' is not known"),
+                         ({"rounding": "up"}, "rounding='up' is not known"),
                          ({"random_from": "all"}, "random_from='all'"), ({"max_predictions": 0}, "max_predictions=0"),
-                         ({"whole_word": "yes"}, "whole_word='yes'")]:
+                         ({"max_predictions": 2.5}, "max_predictions=2.5"), ({"whole_word": "yes"}, "whole_word='yes'")]:
         with pytest.raises(ValueError, match=message):
             MaskSpec(**bad)
     with pytest.raises(TypeError, match="spec must be a MaskSpec"):
-        mask_tokens(PINNED_IDS, {"rate": 0.3}, mask_token_id=MASK, special_ids=TOY_SPECIALS)
+        mask_tokens(PINNED_IDS, {"mask_rate": 0.3}, TOY_TOKENS)
+    with pytest.raises(TypeError, match="tokens must be a TokenIds"):
+        mask_tokens(PINNED_IDS, spec, {"mask_token_id": MASK})
 
 
-def test_spec_and_keywords_give_the_same_masks():
+def test_token_ids_of_a_tokenizer_and_their_checks(bert_tok, toy_tok):
+    tokens = TokenIds.of(bert_tok)
+    assert (tokens.mask_token_id, tokens.vocab_size) == (103, 30522)
+    assert sorted(tokens.special_ids) == [0, 100, 101, 102, 103]
+    toy = TokenIds.of(toy_tok)
+    assert (toy.mask_token_id, sorted(toy.special_ids), toy.vocab_size) == (MASK, TOY_SPECIALS, TOY_VOCAB)
+    assert TokenIds(3, range(5), 10).special_ids == (0, 1, 2, 3, 4)  # normalised to a tuple of ints
+    for bad, message in [((3, (0, 3), 0), "vocab_size=0 must be a positive integer"),
+                         ((3, (0, 3, 10), 10), r"special_ids=\(0, 3, 10\) must be ids in \[0, 10\)"),
+                         ((3, "0123", 10), "special_ids='0123'"), ((3, 3, 10), "special_ids=3 must be ids"),
+                         ((3, (0, 1), 10), "mask_token_id=3 must be one of special_ids"),
+                         ((None, (0, 1), 10), "mask_token_id=None")]:
+        with pytest.raises(ValueError, match=message):
+            TokenIds(*bad)
+    no_mask = type("NoMask", (), {"mask_token_id": None, "all_special_ids": [0], "__len__": lambda self: 5})()
+    with pytest.raises(ValueError, match="this tokenizer has no mask token"):
+        TokenIds.of(no_mask)
+
+
+def test_the_collator_draws_the_masks_of_mask_tokens(toy_tok):
     ids, att = toy_batch(32, 24, seed=14)
     width = int(att.sum(1).max())  # the collator pads to the longest row: compare on the same shape
     ids, att = ids[:, :width], att[:, :width]
-    spec = MaskSpec(rate=0.3, scheme="fixed", mix=(0.5, 0.3, 0.2), max_predictions=5, rounding="half_even")
+    spec = MaskSpec(mask_rate=0.3, mask_scheme="fixed", mask_mix=(0.5, 0.3, 0.2), max_predictions=5,
+                    rounding="half_even")
     by_spec = toy_mask(ids, att, spec, generator=torch.Generator().manual_seed(4))
-    by_keywords = toy_mask(ids, att, rate=0.3, scheme="fixed", mix=(0.5, 0.3, 0.2), max_predictions=5,
-                           rounding="half_even", generator=torch.Generator().manual_seed(4))
-    assert torch.equal(by_spec.input_ids, by_keywords.input_ids) and torch.equal(by_spec.labels, by_keywords.labels)
-    collated = MLMCollator(mask_token_id=MASK, pad_token_id=PAD, special_ids=TOY_SPECIALS, vocab_size=TOY_VOCAB,
-                           spec=spec, generator=torch.Generator().manual_seed(4))([r[a == 1] for r, a in zip(ids, att, strict=True)])
-    assert torch.equal(collated["labels"], by_spec.labels)
+    rows = [r[a == 1] for r, a in zip(ids, att, strict=True)]
+    collated = MLMCollator(toy_tok, spec, generator=torch.Generator().manual_seed(4))(rows)
+    assert torch.equal(collated["labels"], by_spec.labels) and torch.equal(collated["input_ids"], by_spec.input_ids)
 
 
 def test_whole_word_needs_words_and_words_need_whole_word():
     ids, att = toy_batch(2, 8, seed=0)
     with pytest.raises(ValueError, match="whole_word=True needs the words"):
-        toy_mask(ids, att, whole_word=True)
+        toy_mask(ids, att, MaskSpec(whole_word=True))
     with pytest.raises(ValueError, match="whole_word is False"):
-        toy_mask(ids, att, continuation=torch.zeros_like(ids, dtype=torch.bool))
+        toy_mask(ids, att, word_starts=torch.zeros_like(ids, dtype=torch.bool))
 
 
 def test_a_mix_without_unchanged_share_leaves_no_selected_token_unchanged():
     ids, att = toy_batch(500, 32, seed=15)
-    out = toy_mask(ids, att, rate=1.0, mix=(0.7, 0.3, 0.0), generator=torch.Generator().manual_seed(0))
+    out = toy_mask(ids, att, MaskSpec(mask_rate=1.0, mask_mix=(0.7, 0.3, 0.0)), generator=torch.Generator().manual_seed(0))
     assert not (out.action == KEPT).any() and (out.action[out.selected] != NOT_SELECTED).all()
     in_binom_interval(int((out.action == MASKED).sum()), int(out.selected.sum()), 0.7, "[MASK] share")
 
@@ -446,7 +502,7 @@ def test_collator_pads_and_passes_fields(bert_tok):
         {"input_ids": torch.tensor([101, 7592, 102]), "token_type_ids": [0, 0, 0], "special_tokens_mask": [1, 0, 1]},
     ]
     snapshot = [dict(e) for e in examples]
-    out = MLMCollator(bert_tok, rate=1.0, pad_to_multiple_of=8, seed=0)(examples)
+    out = MLMCollator(bert_tok, MaskSpec(mask_rate=1.0), pad_to_multiple_of=8, seed=0)(examples)
     assert set(out) == {"input_ids", "attention_mask", "labels", "token_type_ids"}
     assert out["input_ids"].shape == (2, 8) and out["input_ids"].dtype == torch.long
     assert out["attention_mask"].tolist() == [[1, 1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]]
@@ -460,8 +516,8 @@ def test_collator_pads_and_passes_fields(bert_tok):
 def test_collator_whole_word_from_word_ids_and_from_hashes(bert_tok):
     enc = bert_tok(["unaffable tokenization", "a wordpiece embedding"])
     examples = [{"input_ids": ids, "word_ids": enc.word_ids(i)} for i, ids in enumerate(enc["input_ids"])]
-    for collator in [MLMCollator(bert_tok, whole_word=True, rate=0.5, seed=1),
-                     MLMCollator(bert_tok, whole_word=True, rate=0.5, seed=1, scheme="fixed")]:
+    for collator in [MLMCollator(bert_tok, MaskSpec(whole_word=True, mask_rate=0.5), seed=1),
+                     MLMCollator(bert_tok, MaskSpec(whole_word=True, mask_rate=0.5, mask_scheme="fixed"), seed=1)]:
         for _ in range(20):
             for batch_examples in (examples, [{"input_ids": e["input_ids"]} for e in examples]):
                 out = collator(batch_examples)
@@ -485,22 +541,25 @@ def test_collator_seed_and_generator_are_reproducible(bert_tok):
                        MLMCollator(bert_tok, generator=g2)(examples)["input_ids"])
 
 
-def test_collator_with_explicit_ids_and_no_tokenizer():
-    collate = MLMCollator(mask_token_id=MASK, pad_token_id=PAD, special_ids=TOY_SPECIALS, vocab_size=TOY_VOCAB,
-                          rate=1.0, mix=(1, 0, 0), seed=0)
+def test_collator_on_a_toy_vocabulary(toy_tok):
+    collate = MLMCollator(toy_tok, MaskSpec(mask_rate=1.0, mask_mix=(1, 0, 0)), seed=0)
     out = collate([[CLS, 9, 9, SEP], [CLS, 7, SEP]])
     assert out["input_ids"].tolist() == [[CLS, MASK, MASK, SEP], [CLS, MASK, SEP, PAD]]
     assert out["labels"].tolist() == [[-100, 9, 9, -100], [-100, 7, -100, -100]]
 
 
-def test_collator_trains_a_tiny_bert_with_transformers_trainer(bert_tok, tiny_model, tmp_path):
+def test_collator_trains_a_tiny_bert_with_transformers_trainer(bert_tok, tmp_path):
+    """In place of DataCollatorForLanguageModeling: transformers' Trainer and BertForMaskedLM (its loss from labels)."""
     text = ["the quick brown fox jumps over the lazy dog", "masked language models predict hidden words"] * 8
     dataset = [dict(e) for e in (bert_tok(t) for t in text)]
     dataset = [{k: e[k] for k in ("input_ids", "attention_mask", "token_type_ids")} for e in dataset]
     args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=4, report_to=[],
                              use_cpu=True, save_strategy="no", disable_tqdm=True, logging_strategy="no")
-    trainer = Trainer(model=tiny_model(), args=args, train_dataset=dataset,
-                      data_collator=MLMCollator(bert_tok, whole_word=True, rate=0.3, seed=0))
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(bert_tok), hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
+    trainer = Trainer(model=model, args=args, train_dataset=dataset,
+                      data_collator=MLMCollator(bert_tok, MaskSpec(whole_word=True, mask_rate=0.3), seed=0))
     result = trainer.train()
     assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
 
@@ -510,11 +569,8 @@ def test_collator_trains_a_tiny_bert_with_transformers_trainer(bert_tok, tiny_mo
 
 @pytest.mark.parametrize("rate", [1.5, -0.1, float("nan"), "0.15", True])
 def test_bad_rate(rate):
-    ids, att = toy_batch(2, 8, seed=0)
-    with pytest.raises(ValueError, match=r"pass a number in \[0, 1\]"):
-        toy_mask(ids, att, rate=rate)
-    with pytest.raises(ValueError, match=r"pass a number in \[0, 1\]"):
-        MLMCollator(mask_token_id=3, pad_token_id=0, special_ids=[0], vocab_size=9, rate=rate)
+    with pytest.raises(ValueError, match=r"mask_rate=.* is not a probability: pass a number in \[0, 1\]"):
+        MaskSpec(mask_rate=rate)
 
 
 @pytest.mark.parametrize(("mix", "message"), [
@@ -522,9 +578,8 @@ def test_bad_rate(rate):
     ("abc", "must be three numbers"),
 ])
 def test_bad_mix(mix, message):
-    ids, att = toy_batch(2, 8, seed=0)
-    with pytest.raises(ValueError, match=message):
-        toy_mask(ids, att, mix=mix)
+    with pytest.raises(ValueError, match=f"mask_mix=.* {message}"):
+        MaskSpec(mask_mix=mix)
 
 
 def test_bad_inputs_say_what_to_change(bert_tok):
@@ -533,38 +588,34 @@ def test_bad_inputs_say_what_to_change(bert_tok):
         toy_mask(torch.tensor([[CLS, SEP, PAD], [CLS, SEP, PAD]]), None)
     with pytest.raises(TypeError, match="integer token ids"):
         toy_mask(ids.float(), att)
+    with pytest.raises(TypeError, match=r"must be a torch.Tensor \(batch, length\), got list"):
+        toy_mask(ids.tolist(), att)
+    with pytest.raises(ValueError, match=r"must be 2-D \(batch, length\), got shape \(8,\): for one sequence"):
+        toy_mask(ids[0], None)
+    with pytest.raises(ValueError, match="input_ids is empty"):
+        toy_mask(torch.zeros(0, 5, dtype=torch.long), None)
+    with pytest.raises(ValueError, match="vocab_size=50"):
+        toy_mask(ids + 100, att)
+    with pytest.raises(ValueError, match=r"attention_mask must be a tensor shaped like input_ids \(2, 8\)"):
+        toy_mask(ids, att[:, :3])
+    with pytest.raises(ValueError, match=r"word_starts must be a tensor shaped like input_ids \(2, 8\)"):
+        toy_mask(ids, att, MaskSpec(whole_word=True), word_starts=torch.zeros(2, 3, dtype=torch.bool))
     with pytest.raises(TypeError, match="integer token ids"):
         MLMCollator(bert_tok)([[101.0, 2000.5, 102.0]])
     with pytest.raises(TypeError, match="integer token ids"):
         MLMCollator(bert_tok)([[True, False], [True]])
-    with pytest.raises(ValueError, match="mask_token_id is None"):
-        mask_tokens(ids, mask_token_id=None, vocab_size=TOY_VOCAB, special_ids=TOY_SPECIALS)
-    with pytest.raises(ValueError, match="say which tokens are special"):
-        mask_tokens(ids, mask_token_id=MASK, vocab_size=TOY_VOCAB)
-    with pytest.raises(ValueError, match="pass vocab_size"):
-        mask_tokens(ids, mask_token_id=MASK, special_ids=TOY_SPECIALS)
-    with pytest.raises(ValueError, match="vocab_size=50"):
-        toy_mask(ids + 100, att)
-    with pytest.raises(ValueError, match="scheme='topk' is not known"):
-        toy_mask(ids, att, scheme="topk")
-    with pytest.raises(ValueError, match="one word id per token"):
-        toy_mask(ids, att, word_ids=torch.zeros(2, 3, dtype=torch.long), whole_word=True)
-    with pytest.raises(ValueError, match="input_ids is empty"):
-        toy_mask(torch.zeros(0, 5, dtype=torch.long), None)
-    with pytest.raises(ValueError, match="mask_token_id=103"):
-        MLMCollator(pad_token_id=0, special_ids=[0], vocab_size=10)
-    with pytest.raises(ValueError, match="pass special_ids"):
-        MLMCollator(mask_token_id=3, pad_token_id=0, vocab_size=10)
     with pytest.raises(ValueError, match="batch is empty"):
         MLMCollator(bert_tok)([])
     with pytest.raises(ValueError, match="'input_ids' entry"):
         MLMCollator(bert_tok)([{"ids": [101, 102]}])
-    with pytest.raises(ValueError, match="needs 'word_ids'"):
-        MLMCollator(mask_token_id=3, pad_token_id=0, special_ids=[0, 1, 2, 3], vocab_size=10, whole_word=True)([[1, 5, 2]])
     with pytest.raises(ValueError, match="pad_to_multiple_of"):
         MLMCollator(bert_tok, pad_to_multiple_of=0)
-    with pytest.raises(ValueError, match="copies"):
-        masking.static_masks(ids, copies=0)
+    with pytest.raises(TypeError, match="spec must be a MaskSpec"):
+        MLMCollator(bert_tok, {"mask_rate": 0.3})
+    with pytest.raises(ValueError, match="static_copies=0"):
+        masking.epoch_masks(ids, MaskSpec(), TOY_TOKENS, epochs=3, static_copies=0)
+    with pytest.raises(ValueError, match="epochs=0"):
+        masking.epoch_masks(ids, MaskSpec(), TOY_TOKENS, epochs=0)
 
 
 @pytest.mark.parametrize("trials", [2, 7, 40, 1000])

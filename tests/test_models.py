@@ -52,7 +52,7 @@ def test_count_parameters_counts_tied_weights_once(bert_tok):
     counts = models.count_parameters(model)
     unique = {id(p): p.numel() for p in model.parameters()}
     assert counts["total"] == sum(unique.values())
-    assert counts["embeddings"] == sum(p.numel() for p in model.bert.embeddings.parameters())
+    assert counts["embeddings"] == sum(p.numel() for p in model.embeddings.parameters())
     assert counts["other"] == 0
 
 
@@ -63,7 +63,7 @@ def test_fill_mask_returns_sorted_probabilities_from_the_softmax(tiny_model, ber
     assert len(result) == 2 and all(len(r) == 3 for r in result)
     encoded = bert_tok(text, return_tensors="pt")
     where = (encoded["input_ids"][0] == bert_tok.mask_token_id).nonzero().flatten()
-    probs = model(**encoded).logits[0, where[0]].softmax(-1)
+    probs = model(**encoded)[0, where[0]].softmax(-1)
     top = probs.topk(3)
     assert [t for t, _ in result[0]] == bert_tok.convert_ids_to_tokens(top.indices.tolist())
     assert [p for _, p in result[0]] == pytest.approx(top.values.tolist(), rel=1e-5)
@@ -74,18 +74,18 @@ def test_fill_mask_restores_training_mode_when_the_forward_pass_fails(tiny_model
     seen = fail_forward(model)
     with pytest.raises(RuntimeError, match="simulated"):
         models.fill_mask(model, bert_tok, "she opened the [MASK] .")
-    assert seen == [False] and model.training and model.bert.encoder.layer[0].training
+    assert seen == [False] and model.training and model.layers[0].training
 
 
 @pytest.mark.parametrize("start_training", [True, False])
 def test_evaluation_mode_restores_the_mode_it_found(tiny_model, start_training):
     model = tiny_model().train(start_training)
     with models.evaluation_mode(model):
-        assert not model.training and not model.bert.encoder.training
+        assert not model.training and not model.layers.training
     assert model.training is start_training
     with pytest.raises(KeyError), models.evaluation_mode(model):
         raise KeyError("an error inside the block")
-    assert model.training is start_training and model.bert.encoder.training is start_training
+    assert model.training is start_training and model.layers.training is start_training
 
 
 def test_fill_mask_needs_a_mask(tiny_model, bert_tok):
@@ -110,7 +110,7 @@ def test_load_from_a_saved_folder(tiny_model, bert_tok, tmp_path):
     bert_tok.save_pretrained(tmp_path)
     loaded, tok = models.load_mlm(tmp_path)
     assert not loaded.training and len(tok) == len(bert_tok)
-    assert torch.equal(loaded.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
+    assert torch.equal(loaded.embeddings.word.weight, model.embeddings.word.weight)
 
 
 def test_hub_names_need_an_explicit_choice(monkeypatch):
@@ -158,15 +158,17 @@ def test_stacked_model_runs_the_shallow_encoder_twice(tiny_model, bert_tok):
     assert deep.config.num_hidden_layers == 4 and shallow.config.num_hidden_layers == 2
     input_ids = bert_tok("she opened the door and walked out .", return_tensors="pt")["input_ids"]
     with torch.no_grad():
-        hidden = shallow.bert.embeddings(input_ids=input_ids)
+        hidden = shallow.embeddings(input_ids, torch.zeros_like(input_ids))
         for _ in range(2):
-            hidden = shallow.bert.encoder(hidden).last_hidden_state
-        expected = shallow.cls(hidden)
-        assert torch.allclose(deep(input_ids=input_ids).logits, expected, atol=1e-5)
-        assert not torch.allclose(shallow(input_ids=input_ids).logits, expected, atol=1e-3)  # so the check can fail
-    assert deep.get_output_embeddings().weight is deep.get_input_embeddings().weight  # decoder still tied
-    deep.bert.encoder.layer[2].output.dense.weight.data.zero_()
-    assert shallow.bert.encoder.layer[0].output.dense.weight.abs().sum() > 0  # copies, not shared tensors
+            for layer in shallow.layers:
+                hidden, _ = layer(hidden, None)
+        expected = shallow.head(hidden, shallow.embeddings.word.weight)
+        assert torch.allclose(deep(input_ids), expected, atol=1e-5)
+        assert not torch.allclose(shallow(input_ids), expected, atol=1e-3)  # so the check can fail
+    word = deep.embeddings.word.weight  # decoder still tied: the word table is the only (vocab, hidden) weight
+    assert [name for name, p in deep.named_parameters() if p.shape == word.shape] == ["embeddings.word.weight"]
+    deep.layers[2].ffn.down.weight.data.zero_()
+    assert shallow.layers[0].ffn.down.weight.abs().sum() > 0  # copies, not shared tensors
 
 
 def test_stacking_to_fewer_layers_is_refused(tiny_model):

@@ -22,6 +22,18 @@ def small_model(small_bert):
     return small_bert().eval()
 
 
+def library(model):
+    """transformers' BertForMaskedLM with ``model``'s weights (saved by it, loaded by transformers), same mode."""
+    import tempfile
+
+    from transformers import BertForMaskedLM
+
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        theirs = BertForMaskedLM.from_pretrained(folder, attn_implementation="sdpa")
+    return theirs.train(model.training)
+
+
 def _masked_batch(tok, seed=0, pad=False):
     texts = ["She opened the door and walked out into the garden.", "It was a cold morning.",
              "The king and the queen sat on their thrones in the great hall."]
@@ -29,10 +41,8 @@ def _masked_batch(tok, seed=0, pad=False):
     if enc is None:
         ids = [tok(t)["input_ids"][:8] for t in texts]
         enc = {"input_ids": torch.tensor(ids), "attention_mask": torch.ones(len(ids), 8, dtype=torch.long)}
-    masked = masking.mask_tokens(
-        enc["input_ids"], attention_mask=enc["attention_mask"], special_ids=tok.all_special_ids,
-        mask_token_id=tok.mask_token_id, vocab_size=len(tok), rate=0.4, generator=torch.Generator().manual_seed(seed),
-    )
+    masked = masking.mask_tokens(enc["input_ids"], masking.MaskSpec(mask_rate=0.4), masking.TokenIds.of(tok),
+                                 attention_mask=enc["attention_mask"], generator=torch.Generator().manual_seed(seed))
     return masked.input_ids, enc["attention_mask"], masked.labels
 
 
@@ -42,7 +52,7 @@ def _masked_batch(tok, seed=0, pad=False):
 @pytest.mark.parametrize("pad", [False, True])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_mlm_loss_equals_cross_entropy_and_bert_loss(small_bert, course_tok, pad, seed):
-    model = small_bert(seed, 64).eval()
+    model = library(small_bert(seed, 64).eval())
     ids, attention, labels = _masked_batch(course_tok, seed, pad)
     if pad:
         assert (attention == 0).any() and (labels[attention == 0] == -100).all()
@@ -55,6 +65,7 @@ def test_mlm_loss_equals_cross_entropy_and_bert_loss(small_bert, course_tok, pad
 
 
 def test_mlm_loss_under_bf16_autocast(course_tok, small_model):
+    small_model = library(small_model)
     ids, attention, labels = _masked_batch(course_tok, 3, pad=True)
     with torch.no_grad():
         fp32 = small_model(input_ids=ids, attention_mask=attention, labels=labels)
@@ -74,6 +85,7 @@ def test_mlm_loss_on_the_shipped_checkpoint():
     except FileNotFoundError:
         pytest.skip("the shipped course checkpoint is not there yet")
     model, tok = models.load_mlm("course")
+    model = library(model)
     ids, attention, labels = _masked_batch(tok, 0, pad=True)
     with torch.no_grad():
         out = model(input_ids=ids, attention_mask=attention, labels=labels)
@@ -153,28 +165,31 @@ def test_mlm_loss_errors():
 # ---- masked_lm_loss: the same loss on the training path ------------------------------------------------------
 
 
-@pytest.mark.parametrize("sparse", [True, False])
-@pytest.mark.parametrize("by_index", [False, True])
-def test_masked_lm_loss_is_mlm_loss(course_tok, small_model, sparse, by_index):
+@pytest.mark.parametrize("positions", ["given", "none"])
+def test_masked_lm_loss_is_mlm_loss(course_tok, small_model, positions):
+    """Sparse logits (only the masked positions projected) and full logits give :func:`mlm_loss` of the full
+    logits; so do the (logits, labels) of :func:`masked_lm_outputs`."""
     ids, attention, labels = _masked_batch(course_tok, 2, pad=True)
     batch = {"input_ids": ids, "attention_mask": attention, "labels": labels}
-    if by_index:
+    if positions == "given":
         batch["masked_positions"] = objective.masked_positions(labels)
         assert torch.equal(labels.flatten()[batch["masked_positions"]], labels[labels != -100])
     with torch.no_grad():
-        fast, metrics = objective.masked_lm_loss(small_model, batch, sparse=sparse)
-        logits = small_model(input_ids=ids, attention_mask=attention).logits
+        fast = objective.masked_lm_loss(small_model, batch)
+        logits = small_model(ids, attention)
+        at, true = objective.masked_lm_outputs(small_model, batch)
     assert fast.dtype == torch.float32 and fast.dim() == 0
     assert torch.allclose(fast, objective.mlm_loss(logits, labels), atol=1e-5, rtol=0)
-    assert math.isclose(float(metrics["accuracy"]), objective.masked_accuracy(logits, labels), abs_tol=1e-7)
+    assert torch.equal(true, labels[labels != -100])
+    torch.testing.assert_close(at, logits[labels != -100], atol=1e-5, rtol=0)
 
 
 def test_masked_lm_loss_is_mlm_loss_under_bf16_autocast(course_tok, small_model):
     ids, attention, labels = _masked_batch(course_tok, 3, pad=True)
     batch = {"input_ids": ids, "attention_mask": attention, "labels": labels}
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        fast, _ = objective.masked_lm_loss(small_model, batch, sparse=False)
-        logits = small_model(input_ids=ids, attention_mask=attention).logits
+        fast = objective.masked_lm_loss(small_model, batch)
+        logits = small_model(ids, attention)
     assert logits.dtype == torch.bfloat16 and fast.dtype == torch.float32  # both computed in float32
     assert torch.allclose(fast, objective.mlm_loss(logits, labels), atol=1e-5, rtol=0)
 
@@ -187,34 +202,38 @@ def blocks(bert_tok, sample_text):
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_sparse_logits_loss_equals_full_logits_and_library_loss(tiny_model, blocks, bert_tok, dropout):
     """In train mode: one seed draws the same dropout masks in the encoder (the MLM head has none), so the sparse
-    loss equals the full-logits and the library loss even with dropout on; another seed changes it only then."""
+    loss equals the full-logits loss and transformers' loss on the same weights even with dropout on; another seed
+    changes it only then."""
     model = tiny_model(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout).train()
+    theirs = library(model)
     batch = pretraining.mask_blocks(blocks, bert_tok, masking.MaskSpec(), torch.Generator().manual_seed(1))
+    full_batch = {k: v for k, v in batch.items() if k != "masked_positions"}
 
     def seeded(loss, seed=0):
         torch.manual_seed(seed)
         return loss()
 
-    sparse = seeded(lambda: objective.masked_lm_loss(model, batch, sparse=True)[0])
-    full = seeded(lambda: objective.masked_lm_loss(model, batch, sparse=False)[0])
-    library = seeded(lambda: model(**batch).loss)
-    assert torch.allclose(sparse, full, atol=1e-6) and torch.allclose(sparse, library, atol=1e-6)
-    other_seed = seeded(lambda: objective.masked_lm_loss(model, batch, sparse=True)[0], seed=1)
+    sparse = seeded(lambda: objective.masked_lm_loss(model, batch))
+    full = seeded(lambda: objective.masked_lm_loss(model, full_batch))
+    transformers_loss = seeded(lambda: theirs(**full_batch).loss)
+    assert torch.allclose(sparse, full, atol=1e-6) and torch.allclose(sparse, transformers_loss, atol=1e-6)
+    other_seed = seeded(lambda: objective.masked_lm_loss(model, batch), seed=1)
     assert torch.allclose(other_seed, sparse, atol=1e-6) is (dropout == 0.0)  # dropout really acts at 0.1
 
 
 def test_sparse_gradients_equal_full_gradients(tiny_model, blocks, bert_tok):
     batch = pretraining.mask_blocks(blocks, bert_tok, masking.MaskSpec(), torch.Generator().manual_seed(2))
     grads = []
-    for sparse in (True, False):
+    for keep in (True, False):
         model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-        objective.masked_lm_loss(model, batch, sparse=sparse)[0].backward()
-        grads.append(model.bert.embeddings.word_embeddings.weight.grad)
+        objective.masked_lm_loss(model, {k: v for k, v in batch.items() if keep or k != "masked_positions"}).backward()
+        grads.append(model.embeddings.word.weight.grad)
     assert torch.allclose(*grads, atol=1e-6)
 
 
 def test_batch_without_masked_positions_is_an_error(tiny_model, blocks):
     batch = {"input_ids": blocks, "attention_mask": torch.ones_like(blocks), "labels": torch.full_like(blocks, -100)}
+    batch["masked_positions"] = objective.masked_positions(batch["labels"])
     with pytest.raises(ValueError, match="no masked position"):
         objective.masked_lm_loss(tiny_model(), batch)
 
@@ -238,7 +257,7 @@ def test_masked_accuracy_matches_evaluate_masked_lm(course_tok, small_model):
     batches = pretraining.frozen_eval_batches(blocks, course_tok, pretraining.MaskSpec(), batch_size=8)
     ref = pretraining.evaluate_masked_lm(small_model, batches)
     with torch.no_grad():
-        logits = small_model(input_ids=batches[0]["input_ids"]).logits
+        logits = small_model(batches[0]["input_ids"])
     assert math.isclose(objective.masked_accuracy(logits, batches[0]["labels"]), ref["top1"], abs_tol=1e-9)
     assert math.isclose(objective.masked_accuracy(logits, batches[0]["labels"], k=5), ref["top5"], abs_tol=1e-9)
     assert math.isclose(float(objective.mlm_loss(logits, batches[0]["labels"])), ref["loss"], abs_tol=1e-5)
@@ -375,11 +394,10 @@ def test_scramble_keeps_the_words():
 
 def test_bert_for_masked_lm_with_conftest_vocab(bert_tok, tiny_model):
     # the loss is vocabulary-agnostic: bert-base-uncased ids, padding, a different config
-    model = tiny_model(seed=1).eval()
+    model = library(tiny_model(seed=1).eval())
     enc = bert_tok(["the quick brown fox jumps", "hello"], padding=True, return_tensors="pt")
-    mb = masking.mask_tokens(enc["input_ids"], attention_mask=enc["attention_mask"], special_ids=bert_tok.all_special_ids,
-                             mask_token_id=bert_tok.mask_token_id, vocab_size=len(bert_tok), rate=0.5,
-                             generator=torch.Generator().manual_seed(2))
+    mb = masking.mask_tokens(enc["input_ids"], masking.MaskSpec(mask_rate=0.5), masking.TokenIds.of(bert_tok),
+                             attention_mask=enc["attention_mask"], generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         out = model(input_ids=mb.input_ids, attention_mask=enc["attention_mask"], labels=mb.labels)
     assert torch.allclose(objective.mlm_loss(out.logits, mb.labels), out.loss, atol=1e-5, rtol=0)

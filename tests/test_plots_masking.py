@@ -50,13 +50,13 @@ def test_mask_grid_wraps_long_sequences_into_panels_within_the_column():
 
 
 def test_mask_grid_from_a_masked_batch():
-    ids = torch.tensor([101, 7, 8, 9, 102])
-    batch = masking.mask_tokens(ids, special_ids=[0, 101, 102, 103], mask_token_id=103, vocab_size=200, rate=1.0,
+    ids = torch.tensor([[101, 7, 8, 9, 102]])
+    batch = masking.mask_tokens(ids, masking.MaskSpec(mask_rate=1.0), masking.TokenIds(103, (0, 101, 102, 103), 200),
                                 generator=torch.Generator().manual_seed(0))
-    codes = masking.display_codes(batch)
+    codes = masking.display_codes(batch)[0]
     assert codes[0] == -1 and codes[-1] == -1 and (codes[1:4] > 0).all()
-    assert masking.display_codes(batch, before_replacement=True).tolist() == [-1, 4, 4, 4, -1]
-    fig = plots.mask_grid([[str(i) for i in batch.input_ids.tolist()]], [codes.tolist()])
+    assert masking.display_codes(batch, before_replacement=True).tolist() == [[-1, 4, 4, 4, -1]]
+    fig = plots.mask_grid([[str(i) for i in batch.input_ids[0].tolist()]], [codes.tolist()])
     assert fig.axes[0].images[0].get_array().shape == (1, 5)
 
 

@@ -1,70 +1,154 @@
-"""Every branch of device selection, with availability simulated by monkeypatching torch."""
+"""Every branch of device and precision selection (mlm_course.lab.precision), with availability simulated by
+monkeypatching torch: CUDA (and its compute capability), Apple's MPS backend, the CPU's flags and bf16 speed."""
+
+from pathlib import Path
 
 import pytest
 import torch
 
 from mlm_course.lab import precision as device
+from mlm_course.lab.hardware import Hardware, Processes, to_device
 
-
-def cuda_test(test):
-    """Marked ``cuda`` (``pytest -m cuda`` runs them on a GPU, scripts/gpu_check.sh does) and skipped without one."""
-    return pytest.mark.cuda(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")(test))
+CPU = torch.device("cpu")
+GPU = torch.device("cuda", 0)
+MPS = torch.device("mps")
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    """Set what torch reports as available: fake(cuda=..., mps=..., bf16=...)."""
+    """Set what torch reports as available: fake(cuda=..., mps=..., capability=..., cpu_flags=..., ...)."""
     monkeypatch.delenv(device.DEVICE_ENV_VAR, raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
 
-    def apply(cuda=False, mps=False, mps_bf16=True, capability=(9, 0), cpu_flags=("avx2", "fma"), cpu_speedup=2.0):
+    def apply(cuda=False, mps=False, mps_bf16=True, capability=(9, 0), cpu_flags=("avx2", "fma"), cpu_speedup=2.0,
+              current=0, gpu_name="NVIDIA H200"):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
         # torch 2.13 counts emulation: True on every GPU, which is what the choice must not rely on
         monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: gpu_name)
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)  # Apple's backend, as on a Mac
+        monkeypatch.setattr(device, "mps_has_bf16", lambda: mps_bf16)
         monkeypatch.setattr(device, "cpu_flags", lambda: set(cpu_flags))
         monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: cpu_speedup)
-        monkeypatch.setattr(device, "_mps_available", lambda: mps)
-        monkeypatch.setattr(device, "_mps_bf16_supported", lambda: mps_bf16)
 
     return apply
 
 
+# ---- which device ------------------------------------------------------------------------------------------------
+
+
 @pytest.mark.parametrize(
     ("cuda", "mps", "expected"),
-    [(True, True, "cuda"), (True, False, "cuda"), (False, True, "mps"), (False, False, "cpu")],
+    [(True, True, GPU), (True, False, GPU), (False, True, MPS), (False, False, CPU)],
 )
 def test_preference_order(fake, cuda, mps, expected):
     fake(cuda=cuda, mps=mps)
-    assert device.pick_device_type() == expected
+    assert device.pick_device() == expected
+
+
+def test_apple_silicon_runs_on_mps_when_the_backend_is_available(fake):
+    """A Mac without CUDA: the MPS backend (simulated) is chosen, computes in bf16 (fp16 + loss scaling where MPS has
+    no bf16) and says so; asking for it by name works too."""
+    fake(mps=True, mps_bf16=True)
+    assert device.mps_available()
+    chosen = device.pick_device()
+    assert chosen == MPS and device.pick_device("mps") == MPS
+    assert device.autocast_dtype(chosen, "auto") is torch.bfloat16
+    assert device.describe(chosen, torch.bfloat16) == "device: mps, precision: bf16 autocast"
+    assert device.machine(chosen)["device"] == "mps" and device.machine(chosen)["gpu"] is None
+    fake(mps=True, mps_bf16=False)
+    assert device.autocast_dtype(device.pick_device(), "auto") is torch.float16
+    assert device.describe(MPS, torch.float16) == "device: mps, precision: fp16 autocast + loss scaling"
+
+
+def test_mps_bf16_probe_is_false_where_there_is_no_mps():
+    if torch.backends.mps.is_available():
+        pytest.skip("this machine has MPS: the probe's answer is the hardware's")
+    assert device.mps_available() is False and device.mps_has_bf16() is False  # the probe's failure is caught
+
+
+def test_explicit_cpu_overrides_available_gpu(fake):
+    fake(cuda=True, mps=True)
+    assert device.pick_device("cpu") == CPU
+
+
+def test_env_var_overrides(fake, monkeypatch):
+    fake(cuda=True)
+    monkeypatch.setenv(device.DEVICE_ENV_VAR, " CPU ")
+    assert device.pick_device() == CPU
+    assert device.pick_device("cuda") == GPU  # an argument wins over the variable
+
+
+def test_indexed_cuda_device_is_kept(fake):
+    fake(cuda=True)
+    assert device.pick_device("cuda:1") == torch.device("cuda", 1)
+
+
+def test_bare_cuda_is_the_launchers_local_rank_else_the_current_gpu(fake, monkeypatch):
+    fake(cuda=True, current=3)
+    assert device.pick_device("cuda") == torch.device("cuda", 3)
+    monkeypatch.setenv("LOCAL_RANK", "1")  # under accelerate launch / torchrun: this process's own GPU
+    assert device.pick_device() == torch.device("cuda", 1)
+
+
+@pytest.mark.parametrize(
+    ("prefer", "message"),
+    [("tpu", "unknown device"), ("xpu", "unknown device"), ("cuda", "no CUDA GPU"), ("cuda:1", "no CUDA GPU"),
+     ("mps", "MPS is not available")],
+)
+def test_unavailable_or_unknown_device_is_a_clear_error(fake, prefer, message):
+    fake()
+    with pytest.raises(ValueError, match=message):
+        device.pick_device(prefer)
+
+
+def test_real_machine_choice_is_usable():
+    chosen = device.pick_device()
+    assert torch.zeros(1, device=chosen).device.type == chosen.type
+
+
+# ---- which precision -------------------------------------------------------------------------------------------
 
 
 def test_cpu_without_bf16_hardware_has_no_autocast(fake):
     fake()
-    choice = device.choose()
-    assert choice.device == torch.device("cpu")
-    assert choice.autocast_dtype is None and not choice.needs_grad_scaler
-    assert choice.describe() == "device: cpu, precision: fp32"
+    chosen = device.pick_device()
+    assert chosen == CPU and device.autocast_dtype(chosen, "auto") is None
+    assert device.describe(chosen, None) == "device: cpu, precision: fp32"
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (8, 6), (9, 0), (10, 0)])
 def test_cuda_ampere_or_newer_gets_bf16(fake, capability):
     fake(cuda=True, capability=capability)
-    assert device.autocast_dtype_for("cuda") is torch.bfloat16
-    assert device.choose().needs_grad_scaler is False
+    chosen = device.pick_device()
+    assert device.cuda_has_bf16(chosen) and device.autocast_dtype(chosen, "auto") is torch.bfloat16
+    assert device.describe(chosen, torch.bfloat16) == "device: cuda:0 (NVIDIA H200), precision: bf16 autocast"
 
 
 @pytest.mark.parametrize("capability", [(7, 5), (7, 0), (6, 1)])  # T4, V100, P40: bf16 only emulated
-def test_cuda_before_ampere_uses_fp16_with_scaler_although_torch_says_bf16(fake, capability):
-    fake(cuda=True, capability=capability)
-    choice = device.choose()
-    assert choice.autocast_dtype is torch.float16 and choice.needs_grad_scaler
+def test_cuda_before_ampere_uses_fp16_with_loss_scaling_although_torch_says_bf16(fake, capability):
+    fake(cuda=True, capability=capability, gpu_name="Tesla T4")
+    assert torch.cuda.is_bf16_supported()  # what torch says, and what the choice must not follow
+    chosen = device.pick_device()
+    assert not device.cuda_has_bf16(chosen) and device.autocast_dtype(chosen, "auto") is torch.float16
+    assert device.describe(chosen, torch.float16) == "device: cuda:0 (Tesla T4), precision: fp16 autocast + loss scaling"
     with pytest.raises(ValueError, match="no bf16 tensor cores"):
-        device.precision_dtype("cuda", "bf16")
+        device.autocast_dtype(chosen, "bf16")
+    assert device.autocast_dtype(chosen, "fp16") is torch.float16
+
+
+@pytest.mark.parametrize(("dtype", "scaled"), [(torch.float16, True), (torch.bfloat16, False), (None, False)])
+def test_only_fp16_gets_a_loss_scaler(dtype, scaled):
+    hardware = Hardware(CPU, dtype, Processes(), seed=0, grad_accum=1)
+    assert (hardware.scaler is not None) is scaled
 
 
 @pytest.mark.parametrize(("flags", "speedup", "dtype"), [
     (("avx2", "avx512f", "avx512_bf16"), 2.0, torch.bfloat16),  # AMD Zen 4 / Intel Cooper Lake, bf16 measured 2x
     (("avx2", "amx_tile", "amx_bf16"), 1.3, torch.bfloat16),  # Intel Sapphire Rapids
+    (("avx2", "avx512_bf16"), 1.2, torch.bfloat16),  # exactly CPU_BF16_MIN_SPEEDUP: enough
     (("avx2", "avx512f", "avx512_bf16"), 0.6, None),  # the flag, yet bf16 measured slower (the course's EPYC)
     (("avx2", "avx512_bf16"), 1.1, None),  # faster, but by less than CPU_BF16_MIN_SPEEDUP
     (("avx2", "avx512f"), 9.9, None),  # AVX-512 without bf16: emulated, slower than fp32
@@ -72,15 +156,16 @@ def test_cuda_before_ampere_uses_fp16_with_scaler_although_torch_says_bf16(fake,
 ])
 def test_cpu_auto_precision_needs_bf16_hardware_that_measures_faster(fake, flags, speedup, dtype):
     fake(cpu_flags=flags, cpu_speedup=speedup)
-    assert device.precision_dtype("cpu", "auto") is dtype
-    assert device.precision_dtype("cpu", "fp32") is None
-    assert device.precision_dtype("cpu", "bf16") is torch.bfloat16  # asked for: allowed everywhere
+    assert device.CPU_BF16_MIN_SPEEDUP == 1.2
+    assert device.autocast_dtype(CPU, "auto") is device.auto_dtype(CPU) is dtype
+    assert device.autocast_dtype(CPU, "fp32") is None
+    assert device.autocast_dtype(CPU, "bf16") is torch.bfloat16  # asked for: allowed everywhere
 
 
 def test_cpu_without_bf16_flags_is_not_timed(fake, monkeypatch):
     fake(cpu_flags=("avx2",))
     monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: pytest.fail("timed a CPU without bf16 instructions"))
-    assert device.precision_dtype("cpu", "auto") is None
+    assert device.autocast_dtype(CPU, "auto") is None
 
 
 def test_cpu_bf16_speedup_is_measured_once_on_this_machine():
@@ -90,6 +175,15 @@ def test_cpu_bf16_speedup_is_measured_once_on_this_machine():
     assert device.cpu_bf16_speedup(size=128, repeats=3) == first  # cached: measured once per process
     assert device.cpu_bf16_speedup.cache_info().hits == 1
     device.cpu_bf16_speedup.cache_clear()
+
+
+def test_cpu_matmul_rate_is_measured_once_and_plausible():
+    device.cpu_matmul_tflops.cache_clear()
+    rate = device.cpu_matmul_tflops(torch.float32, size=256, repeats=2)
+    assert 1e-4 < rate < 100  # TFLOP/s: from a slow shared core to a large server
+    assert device.cpu_matmul_tflops(torch.float32, size=256, repeats=2) == rate
+    assert device.cpu_matmul_tflops.cache_info().hits == 1
+    device.cpu_matmul_tflops.cache_clear()
 
 
 def test_cpu_flags_are_read_from_this_machine():
@@ -107,81 +201,62 @@ def test_cpu_flags_are_read_from_this_machine():
 def test_precision_errors(fake):
     fake()
     with pytest.raises(ValueError, match="unknown precision"):
-        device.precision_dtype("cpu", "fp8")
+        device.autocast_dtype(CPU, "fp8")
     with pytest.raises(ValueError, match="needs a GPU"):
-        device.precision_dtype("cpu", "fp16")
-
-
-@pytest.mark.parametrize(("mps_bf16", "dtype"), [(True, torch.bfloat16), (False, torch.float16)])
-def test_mps_dtype(fake, mps_bf16, dtype):
-    fake(mps=True, mps_bf16=mps_bf16)
-    assert device.choose().autocast_dtype is dtype
+        device.autocast_dtype(CPU, "fp16")
 
 
 def test_fp32_turns_autocast_off(fake):
     fake(cuda=True, cpu_flags=("avx512_bf16",))
-    assert device.choose().autocast_dtype is torch.bfloat16
-    assert device.choose(precision="fp32").autocast_dtype is None
+    assert device.autocast_dtype(GPU, "auto") is torch.bfloat16
+    assert device.autocast_dtype(GPU, "fp32") is None
 
 
-def test_explicit_cpu_overrides_available_gpu(fake):
-    fake(cuda=True, mps=True)
-    assert device.pick_device_type("cpu") == "cpu"
+@pytest.mark.parametrize(("dtype", "name"), [(None, "fp32"), (torch.bfloat16, "bf16"), (torch.float16, "fp16")])
+def test_precision_names(dtype, name):
+    assert device.precision_name(dtype) == name
 
 
-def test_env_var_overrides(fake, monkeypatch):
-    fake(cuda=True)
-    monkeypatch.setenv(device.DEVICE_ENV_VAR, "CPU")
-    assert device.pick_device_type() == "cpu"
-
-
-def test_indexed_cuda_device_is_kept(fake):
-    fake(cuda=True)
-    assert device.pick_device_type("cuda:1") == "cuda:1"
-
-
-@pytest.mark.parametrize(
-    ("prefer", "message"),
-    [("tpu", "unknown device"), ("cuda", "no CUDA GPU"), ("mps", "MPS is not available")],
-)
-def test_unavailable_or_unknown_device_is_a_clear_error(fake, prefer, message):
-    fake()
-    with pytest.raises(ValueError, match=message):
-        device.pick_device_type(prefer)
-
-
-def test_unknown_device_type_for_dtype():
-    with pytest.raises(ValueError, match="unknown device type"):
-        device.autocast_dtype_for("xpu")
-
-
-def test_autocast_context_on_cpu_is_a_no_op(fake):
-    fake()
-    with device.choose().autocast():
+def test_autocast_on_cpu_in_fp32_is_a_no_op():
+    with Hardware(CPU, None, Processes(), seed=0, grad_accum=1).autocast():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype is torch.float32
 
 
-def test_autocast_context_bf16_on_cpu_device():
-    choice = device.DeviceChoice(torch.device("cpu"), torch.bfloat16, False)
-    with choice.autocast():
+def test_autocast_bf16_on_cpu_computes_in_bf16():
+    with Hardware(CPU, torch.bfloat16, Processes(), seed=0, grad_accum=1).autocast():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype is torch.bfloat16
 
 
-@pytest.mark.parametrize(("capability", "enabled"), [((8, 0), True), ((7, 5), False)])
-def test_tf32_only_on_ampere_or_newer(fake, monkeypatch, capability, enabled):
+@pytest.mark.parametrize(("capability", "enabled"), [((8, 0), True), ((9, 0), True), ((7, 5), False)])
+def test_tf32_only_on_ampere_or_newer(fake, capability, enabled):
     fake(cuda=True, capability=capability)
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
     try:
-        assert device.enable_tf32() is enabled
+        assert device.enable_tf32(GPU) is enabled
         assert torch.get_float32_matmul_precision() == ("high" if enabled else "highest")
+        assert device.enable_tf32(CPU) is False
     finally:
         torch.set_float32_matmul_precision(before)
 
 
-def test_real_machine_choice_is_usable():
-    choice = device.choose()
-    assert torch.zeros(1, device=choice.device).device.type == choice.type
+def test_batches_are_copied_without_waiting_on_cuda_only():
+    """On CUDA the copy from (pinned) host memory overlaps the running step; on a CPU there is nothing to overlap."""
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def to(self, where, **kwargs):
+            self.calls.append((where, kwargs))
+            return self
+
+    on_cpu, on_gpu = to_device({"input_ids": Recorder()}, CPU), to_device({"input_ids": Recorder()}, GPU)
+    assert on_cpu["input_ids"].calls == [(CPU, {})]
+    assert on_gpu["input_ids"].calls == [(GPU, {"non_blocking": True})]
+
+
+# ---- where a run happened, and its peak ----------------------------------------------------------------------------
 
 
 def test_machine_describes_where_a_run_happened(fake):
@@ -189,39 +264,36 @@ def test_machine_describes_where_a_run_happened(fake):
     info = device.machine()
     assert info["device"] == "cpu" and info["gpu"] is None
     assert info["torch"] == torch.__version__ and info["torch_threads"] == torch.get_num_threads()
-    assert device.machine("cuda")["device"] == "cuda"
+    fake(cuda=True, gpu_name="NVIDIA A100-SXM4-80GB")
+    assert device.machine(GPU)["device"] == "cuda" and device.machine(GPU)["gpu"] == "NVIDIA A100-SXM4-80GB"
+    assert device.machine()["gpu"] == "NVIDIA A100-SXM4-80GB"  # the best device: the GPU
 
 
-def test_accelerator_does_not_keep_the_device_of_an_earlier_one(fake):
-    """accelerate shares one state per process: after a CPU accelerator, asking for the best device must not
-    silently stay on the CPU. The state's ``_cpu`` flag is what decides the device on a GPU machine."""
-    from accelerate import Accelerator, PartialState
-    from accelerate.state import AcceleratorState
-
-    fake(mps=True)  # a GPU is the best device (accelerate itself still finds none here and stays on the CPU)
-    AcceleratorState._reset_state(reset_partial_state=True)
-    Accelerator(cpu=True)
-    assert PartialState()._cpu is True
-    device.make_accelerator(None, "fp32")  # the GPU was asked for: accelerate must not be forced to the CPU
-    assert PartialState()._cpu is False
-    device.make_accelerator("cpu", "fp32")
-    assert PartialState()._cpu is True
+@pytest.mark.parametrize(("name", "peak"), [
+    ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA H100 NVL", 835.0), ("NVIDIA H100 PCIe", 756.0),
+    ("NVIDIA H200", 989.0), ("NVIDIA H200 NVL", 835.0), ("NVIDIA L40", 181.0), ("NVIDIA L4", 121.0),
+    ("NVIDIA L40S", 362.0), ("NVIDIA A100-SXM4-80GB", 312.0), ("Tesla T4", 65.0),
+])
+def test_peak_is_looked_up_by_the_exact_gpu_name(name, peak):
+    assert device.peak_tflops(name) == (peak, f"dense tensor-core peak of {name} ({peak:g} TFLOP/s)")
 
 
-def test_accelerator_copies_batches_without_waiting_on_cuda_only(fake):
-    fake()
-    accelerator = device.make_accelerator("cpu", "fp32")
-    assert accelerator.dataloader_config.non_blocking is False  # nothing to overlap on a CPU
-    assert accelerator.device.type == "cpu" and accelerator.mixed_precision == "no"
-    assert device.make_accelerator("cpu", "bf16").mixed_precision == "bf16"
+def test_unknown_or_missing_gpu_has_no_peak():
+    assert device.peak_tflops("NVIDIA H100 SXM5 prototype")[0] is None  # no substring guessing
+    assert device.peak_tflops(None) == (None, "no GPU: MFU is not reported")
+    assert device.peak_tflops("anything", 500.0) == (500.0, "given")
 
 
-@cuda_test
-def test_cuda_accelerator_after_a_cpu_one_is_on_the_gpu():
-    from accelerate import Accelerator
+# ---- accelerate's shared state ---------------------------------------------------------------------------------
 
-    Accelerator(cpu=True)
-    accelerator = device.make_accelerator("cuda", "auto")
-    assert accelerator.device.type == "cuda" and accelerator.dataloader_config.non_blocking is True
-    expected = "bf16" if torch.cuda.get_device_capability() >= (8, 0) else "fp16"
-    assert accelerator.mixed_precision == expected
+
+def test_nothing_in_the_package_resets_or_reads_accelerates_shared_state():
+    """accelerate keeps one state per process; the package uses its PartialState (lab/hardware.Processes) and never
+    resets it or reaches into its private dictionaries."""
+    package = Path(device.__file__).resolve().parents[1]
+    sources = sorted(package.rglob("*.py"))
+    assert package / "lab" / "precision.py" in sources and package / "lab" / "hardware.py" in sources
+    touching = [f"{path.relative_to(package)}:{number}" for path in sources
+                for number, line in enumerate(path.read_text().splitlines(), start=1)
+                if "_reset_state" in line or "_shared_state" in line]
+    assert touching == []

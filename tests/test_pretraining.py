@@ -1,5 +1,5 @@
 """Masked-LM pretraining pieces: packing, masking blocks, frozen evaluation masks, the baseline (the loss:
-test_objective.py)."""
+test_objective.py), and the runs of :mod:`mlm_course.lab.pretrain_run` that train on them."""
 
 import math
 
@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from mlm_course import pretraining
-from mlm_course.lab.runner import TrainConfig
+from mlm_course.lab import pretrain_run
+from mlm_course.lab.pretrain_run import PretrainConfig
+from mlm_course.lab.runner import InvalidSettings
 from mlm_course.pretraining import MaskSpec
 
 
@@ -34,7 +36,7 @@ def test_pack_blocks_too_little_text(bert_tok):
 
 
 def test_mask_blocks_follows_the_conventions(blocks, bert_tok):
-    batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(rate=0.3), torch.Generator().manual_seed(0))
+    batch = pretraining.mask_blocks(blocks, bert_tok, MaskSpec(mask_rate=0.3), torch.Generator().manual_seed(0))
     selected = batch["labels"] != -100
     assert torch.equal(batch["labels"][selected], blocks[selected])
     assert not selected[:, 0].any() and not selected[:, -1].any()
@@ -53,8 +55,7 @@ def test_evaluate_matches_a_direct_computation(tiny_model, blocks, bert_tok):
     model = tiny_model().eval()
     batches = pretraining.frozen_eval_batches(blocks, bert_tok, MaskSpec(), batch_size=4)
     result = pretraining.evaluate_masked_lm(model, batches)
-    logits = torch.cat([model(**{k: b[k] for k in ("input_ids", "attention_mask")}).logits[b["labels"] != -100]
-                        for b in batches])
+    logits = torch.cat([model(b["input_ids"], b["attention_mask"])[b["labels"] != -100] for b in batches])
     labels = torch.cat([b["labels"][b["labels"] != -100] for b in batches])
     assert result["tokens"] == labels.numel()
     assert result["loss"] == pytest.approx(float(F.cross_entropy(logits, labels)), rel=1e-5)
@@ -65,7 +66,8 @@ def test_evaluate_matches_a_direct_computation(tiny_model, blocks, bert_tok):
 def test_unigram_baseline_by_hand():
     train = torch.tensor([[0, 5, 5, 5, 6, 1]])  # 0 and 1 are special
     labels = torch.tensor([[-100, 5, 6, 7, -100]])
-    result = pretraining.unigram_baseline(train, [{"labels": labels}], vocab_size=8, special_ids=[0, 1])
+    batch = {"input_ids": torch.tensor([[0, 4, 4, 4, 1]]), "labels": labels}  # what the input shows plays no part
+    result = pretraining.unigram_baseline(train, [batch], vocab_size=8, special_ids=[0, 1])
     # add-one counts without specials: 2:1 3:1 4:1 5:4 6:2 7:1 -> total 10
     expected = -(math.log(4 / 10) + math.log(2 / 10) + math.log(1 / 10)) / 3
     assert result["loss"] == pytest.approx(expected)
@@ -85,7 +87,7 @@ def test_copying_baseline_by_hand():
     assert result["top1"] == pytest.approx(2 / 3)  # the random position bets on 7 and misses
     assert result["top5"] == pytest.approx(1.0)
     plain = pretraining.unigram_baseline(train, [batch], vocab_size=8, special_ids=[0, 1, 4])
-    only_mask = pretraining.copying_baseline(train, [batch], 8, [0, 1, 4], 4, spec=MaskSpec(mix=(1.0, 0.0, 0.0)))
+    only_mask = pretraining.copying_baseline(train, [batch], 8, [0, 1, 4], 4, spec=MaskSpec(mask_mix=(1.0, 0.0, 0.0)))
     assert only_mask == plain  # no kept tokens in the mix: nothing to copy, the unigram predictor
     assert result["loss"] < plain["loss"]
 
@@ -98,7 +100,7 @@ def test_copying_baseline_top5_is_the_mixtures_top5():
     where = torch.rand(blocks.shape, generator=g) < 0.5
     batch["labels"][where] = torch.randint(2, 30, (int(where.sum()),), generator=g)
     batch["input_ids"][where & (torch.rand(blocks.shape, generator=g) < 0.4)] = 1  # [MASK] = 1
-    spec = MaskSpec(mix=(0.6, 0.3, 0.1))
+    spec = MaskSpec(mask_mix=(0.6, 0.3, 0.1))
     got = pretraining.copying_baseline(train, [batch], 30, [0, 1], 1, spec)
     counts = torch.bincount(train.flatten(), minlength=30).double() + 1
     counts[[0, 1]] = 0
@@ -114,12 +116,12 @@ def test_copying_baseline_top5_is_the_mixtures_top5():
 
 def test_pretraining_learns_the_sample(tiny_model, blocks, bert_tok, tmp_path):
     model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    config = TrainConfig(steps=60, batch_size=4, lr=3e-3, warmup_steps=5, eval_every=60, device="cpu", seed=0)
-    result = pretraining.pretrain(model, bert_tok, blocks, blocks, config, spec=MaskSpec(rate=0.3),
-                                  out_dir=tmp_path, progress=False)
+    config = PretrainConfig(steps=60, batch_size=4, lr=3e-3, warmup_steps=5, eval_every=60, device="cpu", seed=0,
+                            mask_rate=0.3)
+    result = pretrain_run.pretrain(model, bert_tok, blocks, blocks, config, out_dir=tmp_path, progress=False)
     evals = [m for m in result.metrics if m["split"] == "eval"]
     baseline = pretraining.unigram_baseline(
-        blocks, pretraining.frozen_eval_batches(blocks, bert_tok, MaskSpec(rate=0.3)), len(bert_tok),
+        blocks, pretraining.frozen_eval_batches(blocks, bert_tok, MaskSpec(mask_rate=0.3)), len(bert_tok),
         bert_tok.all_special_ids)
     assert evals[-1]["loss"] < baseline["loss"], "a trained model should beat unigram frequencies on its own data"
     assert (tmp_path / "checkpoint-60" / "model" / "model.safetensors").exists()
@@ -129,15 +131,16 @@ def test_pretraining_learns_the_sample(tiny_model, blocks, bert_tok, tmp_path):
 def _batches_seen(model, blocks, tokenizer, monkeypatch, **options):
     """The masked batches pretrain() trains on, one per step; one batch holds every block (an epoch per step)."""
     seen = []
-    real_loss = pretraining.masked_lm_loss
+    real_loss = pretrain_run.masked_lm_loss
 
-    def recording_loss(model, batch, sparse=True):
+    def recording_loss(model, batch):
         seen.append(batch["input_ids"].clone())
-        return real_loss(model, batch, sparse=sparse)
+        return real_loss(model, batch)
 
-    monkeypatch.setattr(pretraining, "masked_lm_loss", recording_loss)
-    config = TrainConfig(steps=3, batch_size=len(blocks), lr=1e-3, warmup_steps=0, eval_every=100, device="cpu", seed=0)
-    pretraining.pretrain(model, tokenizer, blocks, blocks, config, progress=False, **options)
+    monkeypatch.setattr(pretrain_run, "masked_lm_loss", recording_loss)
+    config = PretrainConfig(steps=3, batch_size=len(blocks), lr=1e-3, warmup_steps=0, eval_every=100, device="cpu",
+                            seed=0, **options)
+    pretrain_run.pretrain(model, tokenizer, blocks, blocks, config, progress=False)
     return [sorted(map(tuple, batch.tolist())) for batch in seen]  # the epoch's rows, in a canonical order
 
 
@@ -152,10 +155,10 @@ def test_static_masks_come_back_every_copies_epochs_dynamic_ones_do_not(tiny_mod
 
 
 @pytest.mark.parametrize("copies", [0, -1, 1.5, True])
-def test_bad_static_copies_are_refused(tiny_model, blocks, bert_tok, copies):
-    config = TrainConfig(steps=1, batch_size=4, device="cpu")
-    with pytest.raises(ValueError, match="positive number of copies"):
-        pretraining.pretrain(tiny_model(), bert_tok, blocks, blocks, config, static_copies=copies, progress=False)
+def test_bad_static_copies_are_refused(copies):
+    with pytest.raises(InvalidSettings, match="static_copies must be") as error:
+        PretrainConfig(steps=1, batch_size=4, device="cpu", static_copies=copies)
+    assert set(error.value.problems) == {"static_copies"}
 
 
 def test_shorten_blocks_cuts_the_stated_share_to_uniform_lengths(bert_tok):
@@ -187,20 +190,19 @@ def test_shorten_blocks_cuts_the_stated_share_to_uniform_lengths(bert_tok):
 
 def test_mask_blocks_never_selects_padding(blocks, bert_tok):
     ids, attention = pretraining.shorten_blocks(blocks, bert_tok, 1.0, torch.Generator().manual_seed(0))
-    batch = pretraining.mask_blocks(ids, bert_tok, MaskSpec(rate=0.5), torch.Generator().manual_seed(0), attention)
+    batch = pretraining.mask_blocks(ids, bert_tok, MaskSpec(mask_rate=0.5), torch.Generator().manual_seed(0), attention)
     assert batch["attention_mask"] is attention and (attention == 0).any()
     assert (batch["labels"][attention == 0] == -100).all() and (batch["labels"] != -100).any()
 
 
 def test_short_share_reaches_training_and_zero_changes_nothing(tiny_model, blocks, bert_tok, monkeypatch):
     plain = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch)
-    assert _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, short_share=0.0) == plain
-    cut = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, short_share=0.5)
+    assert _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, short_seq_prob=0.0) == plain
+    cut = _batches_seen(tiny_model(), blocks, bert_tok, monkeypatch, short_seq_prob=0.5)
     assert not any(bert_tok.pad_token_id in row for batch in plain for row in batch)
     assert all(any(bert_tok.pad_token_id in row for row in batch) for batch in cut)
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        pretraining.pretrain(tiny_model(), bert_tok, blocks, blocks, TrainConfig(steps=1, batch_size=4, device="cpu"),
-                             short_share=-0.1, progress=False)
+    with pytest.raises(InvalidSettings, match="short_seq_prob is a probability"):  # refused before any work
+        PretrainConfig(steps=1, batch_size=4, device="cpu", short_seq_prob=-0.1)
 
 
 def test_shipped_checkpoint_figures_are_what_its_weights_compute():
@@ -213,7 +215,7 @@ def test_shipped_checkpoint_figures_are_what_its_weights_compute():
 
     model, tok = load_mlm("course")
     results = json.loads((corpus.course_checkpoint_dir() / "results.json").read_text())
-    seq_len = results["train_config"]["extra"]["seq_len"]
+    seq_len = results["settings"]["seq_len"]
     heldout = pretraining.pack_blocks([corpus.pretraining_text("heldout")], tok, seq_len)
     scores = pretraining.evaluate_masked_lm(model.eval(), pretraining.frozen_eval_batches(heldout, tok, MaskSpec()))
     assert scores["tokens"] == results["heldout"]["tokens"]
@@ -228,12 +230,10 @@ def test_shipped_checkpoint_figures_are_what_its_weights_compute():
 
 
 def test_pretraining_settings_name_every_bad_field():
-    from mlm_course.lab.runner import InvalidSettings
-
     with pytest.raises(InvalidSettings) as error:
-        pretraining.PretrainSettings(model="huge", mask_rate=1.5, mask_mix=(0.5, 0.5, 0.5), scheme="spans",
-                                     seq_len=2, stack_to=4, dropout=1.0, short_seq_prob=-0.1, corpus="web")
-    assert set(error.value.problems) == {"model", "mask_rate", "mask_mix", "scheme", "seq_len", "stack_to", "dropout",
-                                         "short_seq_prob", "corpus"}
-    settings = pretraining.PretrainSettings(mask_rate=0.3, mask_mix=[1.0, 0.0, 0.0], scheme="fixed")
-    assert settings.mask == MaskSpec(rate=0.3, mix=(1.0, 0.0, 0.0), scheme="fixed")
+        PretrainConfig(size="huge", mask_rate=1.5, mask_mix=(0.5, 0.5, 0.5), mask_scheme="spans", seq_len=2,
+                       stack_to=4, dropout=1.0, short_seq_prob=-0.1, corpus="web")
+    assert set(error.value.problems) == {"size", "mask_rate", "mask_mix", "mask_scheme", "seq_len", "stack_to",
+                                         "dropout", "short_seq_prob", "corpus"}
+    config = PretrainConfig(mask_rate=0.3, mask_mix=[1.0, 0.0, 0.0], mask_scheme="fixed")
+    assert config.mask == MaskSpec(mask_rate=0.3, mask_mix=(1.0, 0.0, 0.0), mask_scheme="fixed")

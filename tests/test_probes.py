@@ -60,7 +60,7 @@ def test_confident_wrong_fills_are_wrong_sorted_and_scored_in_eval_mode(tiny_mod
     fills = probes.confident_wrong_fills(model, bert_tok, batch, k=5)
     with torch.no_grad():
         model.eval()
-        probs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.softmax(-1)
+        probs = model(batch["input_ids"], batch["attention_mask"]).softmax(-1)
     model.train()
     best, guesses = probs.max(-1)
     wrong = (batch["labels"] != -100) & (guesses != batch["labels"])

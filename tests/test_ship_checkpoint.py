@@ -1,5 +1,6 @@
-"""scripts/ship_checkpoint.py writes the model card from recorded training configs, old and new."""
+"""scripts/ship_checkpoint.py writes the model card from the settings a pretraining run records in results.json."""
 
+import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -8,20 +9,39 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import ship_checkpoint  # noqa: E402
 
-from mlm_course.lab.runner import TrainConfig  # noqa: E402
+from mlm_course.lab.pretrain_run import PretrainConfig  # noqa: E402
 
 
-def test_warmup_text_reads_configs_recorded_before_and_after_the_rename():
-    """A run trained after `warmup` became `warmup_ratio` / `warmup_steps` made the card raise KeyError."""
-    assert ship_checkpoint.warmup_text({"warmup": 700.0}) == "700"  # the shipped checkpoint's stages
-    assert ship_checkpoint.warmup_text({"warmup": 0.05}) == "5% of the"
-    assert ship_checkpoint.warmup_text(asdict(TrainConfig(warmup_steps=500))) == "500"
-    assert ship_checkpoint.warmup_text(asdict(TrainConfig(warmup_ratio=0.1))) == "10% of the"
+def _settings(**values) -> dict:
+    """A run's ``settings`` as results.json holds them (the run's PretrainConfig, flat), through JSON."""
+    return json.loads(json.dumps(asdict(PretrainConfig(**values))))
+
+
+def test_warmup_text_is_the_step_count_or_the_share_of_the_steps():
+    assert ship_checkpoint.warmup_text(_settings(warmup_steps=500)) == "500"
+    assert ship_checkpoint.warmup_text(_settings(warmup_steps=500, warmup_ratio=0.1)) == "500"  # the count wins
+    assert ship_checkpoint.warmup_text(_settings(warmup_steps=0)) == "0"
+    assert ship_checkpoint.warmup_text(_settings(warmup_ratio=0.1)) == "10% of the"
+
+
+def test_stage_lines_read_the_settings_a_run_records():
+    """A run trained after the settings were renamed made the card raise KeyError: it reads the recorded names."""
+    settings = _settings(init_from="course", stack_to=4, short_seq_prob=0.1, seq_len=32, batch_size=8, lr=1e-3,
+                         warmup_steps=2)
+    results = {"steps": 4, "tokens_seen": 4 * 8 * 32, "seconds": 120.0, "heldout": {"loss": 5.25}, "settings": settings}
+    stage = ship_checkpoint.stage(results, "mlm-course pretrain …")
+    assert stage == {"command": "mlm-course pretrain …", **results}
+    assert ship_checkpoint._stage_line(2, stage) == (
+        "- Stage 2, from the weights of stage 1, stacked to 4 layers (layer i a copy of layer i mod the old depth); "
+        "10% of the sequences cut to a random shorter length: 4 steps × batch 8 × 32 tokens = 1,024 tokens, peak "
+        "learning rate 0.001, 2 warm-up steps, 2 min; held-out loss after it 5.250.\n")
+    first = {**results, "tokens_seen": 4 * 32 * 128, "settings": _settings(size="tiny", warmup_ratio=0.05)}
+    assert ship_checkpoint._stage_line(1, ship_checkpoint.stage(first, "")).startswith(
+        "- Stage 1, from random weights: 4 steps × batch 32 × 128 tokens = 16,384 tokens, peak learning rate 0.001, "
+        "5% of the warm-up steps")
 
 
 def test_joined_metrics_continue_the_later_stage_after_the_earlier(tmp_path):
-    import json
-
     from mlm_course.lab.run_files import append_metrics
 
     earlier, later = tmp_path / "a", tmp_path / "b"

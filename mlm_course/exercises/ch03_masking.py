@@ -168,9 +168,9 @@ _WORDS_35 = torch.tensor([[-1, 0, 1, 1, 1, 2, 2, 3, -1]])
 
 
 def _grade_35(fn) -> str | None:
-    reps, rate = 20_000, 0.3
+    reps, mask_rate = 20_000, 0.3
     word_ids = _WORDS_35.repeat(reps, 1)
-    got = torch.as_tensor(fn(word_ids.clone(), rate, torch.Generator().manual_seed(0))).bool()
+    got = torch.as_tensor(fn(word_ids.clone(), mask_rate, torch.Generator().manual_seed(0))).bool()
     if got.shape != word_ids.shape:
         return f"return a bool tensor shaped like word_ids {tuple(word_ids.shape)}."
     if (got & (word_ids < 0)).any():
@@ -181,46 +181,46 @@ def _grade_35(fn) -> str | None:
             return f"word {w} was split: decide once per word and give the decision to all its pieces."
     share = got[:, (word_ids[0] == 1)][:, 0].float().mean().item()  # the 3-piece word
     single = got[:, (word_ids[0] == 0)][:, 0].float().mean().item()
-    bound = 3.3 * math.sqrt(rate * (1 - rate) / reps)
-    if abs(single - rate) > bound:
-        return f"a one-piece word should be selected with probability {rate}, got {single:.3f}."
-    if abs(share - rate) > bound:
-        return (f"the three-piece word was selected {share:.3f} of the time, not {rate}: selecting a word when *any* "
+    bound = 3.3 * math.sqrt(mask_rate * (1 - mask_rate) / reps)
+    if abs(single - mask_rate) > bound:
+        return f"a one-piece word should be selected with probability {mask_rate}, got {single:.3f}."
+    if abs(share - mask_rate) > bound:
+        return (f"the three-piece word was selected {share:.3f} of the time, not {mask_rate}: selecting a word when *any* "
                 "piece wins its coin favours long words (1 − 0.7³ ≈ 0.66). Flip one coin per word.")
     return None
 
 
 def _solution_35():
-    def whole_word(word_ids, rate, generator):
+    def whole_word(word_ids, mask_rate, generator):
         valid = word_ids >= 0
         first = valid & (word_ids != torch.nn.functional.pad(word_ids, (1, 0), value=-1)[:, :-1])
-        coin = (torch.rand(word_ids.shape, generator=generator) < rate) & first
+        coin = (torch.rand(word_ids.shape, generator=generator) < mask_rate) & first
         word_no = torch.cumsum(first.flatten(), 0).reshape(word_ids.shape) - 1
         return valid & coin[first][word_no.clamp(min=0)]
 
     return whole_word
 
 
-def _per_token(word_ids, rate, generator):
-    return (word_ids >= 0) & (torch.rand(word_ids.shape, generator=generator) < rate)
+def _per_token(word_ids, mask_rate, generator):
+    return (word_ids >= 0) & (torch.rand(word_ids.shape, generator=generator) < mask_rate)
 
 
-def _any_piece(word_ids, rate, generator):
-    coin = (word_ids >= 0) & (torch.rand(word_ids.shape, generator=generator) < rate)
+def _any_piece(word_ids, mask_rate, generator):
+    coin = (word_ids >= 0) & (torch.rand(word_ids.shape, generator=generator) < mask_rate)
     same = (word_ids[:, :, None] == word_ids[:, None, :]) & (word_ids[:, None, :] >= 0)
     return (word_ids >= 0) & (same & coin[:, None, :]).any(-1)
 
 
-def _first_piece_only(word_ids, rate, generator):
+def _first_piece_only(word_ids, mask_rate, generator):
     valid = word_ids >= 0
     first = valid & (word_ids != torch.nn.functional.pad(word_ids, (1, 0), value=-1)[:, :-1])
-    return first & (torch.rand(word_ids.shape, generator=generator) < rate)
+    return first & (torch.rand(word_ids.shape, generator=generator) < mask_rate)
 
 
 register(Exercise(
     id="03.5",
-    prompt=("Write whole_word(word_ids, rate, generator) -> bool tensor: each word (same id, -1 = special) selected "
-            "with probability rate, all its pieces together, without a Python loop over tokens."),
+    prompt=("Write whole_word(word_ids, mask_rate, generator) -> bool tensor: each word (same id, -1 = special) "
+            "selected with probability mask_rate, all its pieces together, without a Python loop over tokens."),
     grade=_grade_35,
     solution=_solution_35,
     wrong_answers=(_per_token, _any_piece, _first_piece_only),

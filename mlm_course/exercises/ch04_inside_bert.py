@@ -1,17 +1,16 @@
 """Exercises of notebook 04_inside_bert: the learner writes attention with a padding mask, the masking function and
-one MLM training step, each checked against torch, the package and transformers; counts a layer's parameters; and
-explains why the pooler of these checkpoints is untrained."""
+the MLM head at the masked positions only, each checked against torch or the package; counts a layer's parameters;
+and explains why the rows of never-seen words in the tied word table still change."""
 
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
 import torch.nn.functional as F
-from transformers import BertConfig, BertForMaskedLM
+from transformers import BertConfig
 
-from mlm_course.exercises import Exercise, Near, multiple_choice, numeric, register
+from mlm_course.exercises import Exercise, Near, multiple_choice, numeric, one_torch_thread, register
 
 # ---- 04.1: scaled dot-product attention with a padding mask --------------------------------------------------------
 
@@ -116,7 +115,7 @@ def _share_ok(count: int, trials: int, p: float) -> bool:
 
 
 def _grade_42(fn) -> str | None:
-    from mlm_course.masking import IGNORE_INDEX, replacement_ids
+    from mlm_course.masking import IGNORE_INDEX
 
     ids, special = _batch_42()
     before = ids.clone()
@@ -144,14 +143,13 @@ def _grade_42(fn) -> str | None:
         return (f"{selected.sum() / maskable:.3f} of the maskable tokens were selected, not 0.15: one Bernoulli(0.15) "
                 "draw per non-special token.")
     new = corrupted[selected]
-    allowed = replacement_ids(_VOCAB_42, _SPECIALS_42)
     if torch.isin(new, torch.tensor([0, 1, 2, 3])).any():
         return ("a random replacement was a special id ([PAD], [CLS], …): draw random tokens only from the non-special "
                 "ids, e.g. torch.randint(5, vocab_size) here, or index a tensor of allowed ids.")
     n = len(new)
     n_mask, n_kept = int((new == _MASK_42).sum()), int((new == ids[selected]).sum())
     n_random = n - n_mask - n_kept
-    p_collide = 1 / len(allowed)  # a random draw that happens to equal the original counts as unchanged
+    p_collide = 1 / (_VOCAB_42 - len(_SPECIALS_42))  # a random draw equal to the original counts as unchanged
     if not (_share_ok(n_mask, n, 0.8) and _share_ok(n_random, n, 0.1 * (1 - p_collide))
             and _share_ok(n_kept, n, 0.1 + 0.1 * p_collide)):
         shares = f"{n_mask / n:.1%} [MASK] / {n_random / n:.1%} random / {n_kept / n:.1%} unchanged"
@@ -215,116 +213,129 @@ register(Exercise(
     ),
 ))
 
-# ---- 04.3: one MLM training step on our BertMLM --------------------------------------------------------------------
+# ---- 04.3: the MLM head at the positions to predict only (BERT's sparse prediction) ------------------------------
 
 
 def _setup_43():
-    """(transformers model, our copy of it, two padded batches with labels)."""
+    """(a small BertMLM in eval mode, input ids, attention mask, flat positions to predict, the last hidden state).
+
+    The head's biases and LayerNorm are drawn at random too (fresh ones are 0 and 1), so that leaving one out
+    changes the logits."""
     from mlm_course.bert import BertMLM
 
-    config = BertConfig(vocab_size=53, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(43)
-        reference = BertForMaskedLM(config)
+    config = BertConfig(vocab_size=53, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16)
+    model = BertMLM(config, seed=43).eval()
     g = torch.Generator().manual_seed(43)
-    batches = []
-    for _ in range(2):
-        ids = torch.randint(5, 53, (4, 12), generator=g)
-        mask = (torch.arange(12)[None, :] < torch.tensor([12, 9, 6, 4])[:, None]).long()
+    with torch.no_grad():
+        for param in (model.head.bias, model.head.dense.bias, model.head.norm.bias):
+            param.copy_(torch.randn(param.shape, generator=g))
+        model.head.norm.weight.copy_(1 + 0.5 * torch.randn(config.hidden_size, generator=g))
+        ids = torch.randint(5, 53, (3, 12), generator=g)
+        mask = (torch.arange(12)[None, :] < torch.tensor([12, 8, 5])[:, None]).long()
         ids[mask == 0] = 0
-        labels = torch.where((torch.rand(ids.shape, generator=g) < 0.3) & (mask == 1), ids, -100)
-        labels[:, 1] = ids[:, 1]  # every row predicts at least one token
-        batches.append({"input_ids": ids, "attention_mask": mask, "labels": labels})
-    return reference, BertMLM.from_transformers(reference).train(), batches
+        chosen = (torch.rand(ids.shape, generator=g) < 0.3) & mask.bool()
+        chosen[:, 1] = True  # every row predicts at least one token
+        positions = chosen.flatten().nonzero().squeeze(1)  # flat indices into batch × length
+        return model, ids, mask, positions, model.last_hidden_state(ids, mask)
 
 
-def _reference_step(model, optimizer, batch) -> float:
-    from mlm_course.objective import mlm_loss
-
-    optimizer.zero_grad()
-    loss = mlm_loss(model(batch["input_ids"], batch["attention_mask"]), batch["labels"])
-    loss.backward()
-    optimizer.step()
-    return loss.item()
+_FLATTEN_43 = ("positions are flat indices into batch × length (up to batch·length − 1), but hidden's first "
+               "dimension is the batch: index hidden.flatten(0, 1), a (batch·length, H) tensor, with them.")
 
 
-def _run_steps(step, model) -> tuple[list[float], dict[str, torch.Tensor]]:
-    _, _, batches = _setup_43()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = [float(step(model, optimizer, {k: v.clone() for k, v in batch.items()})) for batch in batches]
-    return losses, {name: p.detach().clone() for name, p in model.named_parameters()}
+def _run_43(fn, model, hidden, positions) -> tuple[object, int, bool]:
+    """(what fn returns, the most rows the head's dense layer or LayerNorm saw in one call, whether model.head ran)."""
+    rows, head_ran = [0], []
+    hooks = [part.register_forward_hook(lambda module, args, out: rows.append(args[0].numel() // args[0].shape[-1]))
+             for part in (model.head.dense, model.head.norm)]
+    hooks.append(model.head.register_forward_pre_hook(lambda module, args: head_ran.append(True)))
+    try:
+        with torch.no_grad():
+            return fn(model, hidden.clone(), positions.clone()), max(rows), bool(head_ran)
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def _grade_43(fn) -> str | None:
-    reference, ours, batches = _setup_43()
-    start = {name: p.detach().clone() for name, p in ours.named_parameters()}
+    with one_torch_thread():
+        return _compare_43(fn)
+
+
+def _compare_43(fn) -> str | None:
+    model, ids, mask, positions, hidden = _setup_43()
     with torch.no_grad():
-        hf_loss = float(reference(**batches[0]).loss)  # transformers' BertForMaskedLM on the same weights
-    expected_losses, expected = _run_steps(_reference_step, copy.deepcopy(ours))
-    losses, got = _run_steps(fn, copy.deepcopy(ours))
-    if all(torch.equal(got[n], start[n]) for n in start):
-        return ("the weights did not move: call loss.backward() and then optimizer.step() (zero_grad before backward, "
-                "not between backward and step).")
-    if not math.isclose(losses[0], hf_loss, abs_tol=1e-5):
-        with torch.no_grad():
-            logits = ours(batches[0]["input_ids"], batches[0]["attention_mask"]).flatten(0, 1)
-            unmasked = float(F.cross_entropy(ours(batches[0]["input_ids"]).flatten(0, 1),
-                                             batches[0]["labels"].flatten()))
-            everywhere = float(F.cross_entropy(logits, batches[0]["input_ids"].flatten()))
-        if math.isclose(losses[0], unmasked, abs_tol=1e-5):
-            return "pass batch['attention_mask'] to the model: without it every token attends to the padding."
-        if math.isclose(losses[0], everywhere, abs_tol=1e-5):
-            return ("the loss was computed at every position against input_ids: use batch['labels'] (-100 = not "
-                    "predicted), so only the selected positions count.")
-        return (f"the first loss is {losses[0]:.5f} but transformers' BertForMaskedLM gives {hf_loss:.5f} on the same "
-                "weights: F.cross_entropy(logits.flatten(0, 1), labels.flatten()) — it ignores -100 by default.")
-    if all(torch.allclose(got[n], expected[n], atol=1e-6) for n in expected) and math.isclose(
-            losses[1], expected_losses[1], abs_tol=1e-5):
-        return None
-    _, accumulated = _run_steps(_step_variant(zero_grad=False), copy.deepcopy(ours))
-    if all(torch.allclose(got[n], accumulated[n], atol=1e-6) for n in expected):
-        return ("the first step is right, the second is not: gradients add up across backward() calls, so call "
-                "optimizer.zero_grad() in every step.")
-    return "the loss is right but the weights after two steps are not: zero_grad → forward → loss → backward → step."
+        expected = model(ids, mask, positions=positions)  # the package's sparse head
+        gathered = model(ids, mask).flatten(0, 1)[positions]  # every position projected, then the chosen kept
+    try:
+        got, rows, head_ran = _run_43(fn, model, hidden, positions)
+    except IndexError:
+        return _FLATTEN_43
+    if head_ran:
+        return ("write the head out of its parts (model.head.dense, GELU, model.head.norm, the word table, "
+                "model.head.bias) instead of calling model.head or model(...): the exercise is what the head computes.")
+    got = torch.as_tensor(got)
+    if got.shape == (len(positions), model.config.hidden_size):
+        return ("that is the transformed hidden state, (positions, H): the decoder then scores it against every "
+                "word, with the word table as its weight (tied): F.linear(h, model.embeddings.word.weight, bias).")
+    if got.dim() == 3:
+        return _FLATTEN_43
+    if got.shape != expected.shape:
+        return f"return logits of shape (len(positions), vocab) = {tuple(expected.shape)}, not {tuple(got.shape)}."
+    if not (torch.allclose(got, expected, atol=1e-5) and torch.allclose(got, gathered, atol=1e-5)):
+        if torch.allclose(got, expected - model.head.bias, atol=1e-5):
+            return "add the output bias model.head.bias: logits = h · Wᵀ + b, one b per word."
+        return ("logits = LayerNorm(GELU(dense(h))) · Wᵀ + b with h = hidden.flatten(0, 1)[positions], W the word "
+                "table model.embeddings.word.weight (tied) and b = model.head.bias.")
+    if rows > len(positions):
+        return (f"right numbers, but the head ran at {rows} positions for {len(positions)} predictions: gather the "
+                "positions first, then apply the head, so the vocabulary projection runs only where a token is "
+                "predicted (about 15 % of the positions in pretraining).")
+    return None
 
 
 def _solution_43():
-    def train_step(model, optimizer, batch):
-        optimizer.zero_grad()
-        logits = model(batch["input_ids"], batch["attention_mask"])
-        loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten())  # -100 is ignored
-        loss.backward()
-        optimizer.step()
-        return loss.item()
+    def head_at(model, hidden, positions):
+        chosen = hidden.flatten(0, 1)[positions]  # (len(positions), H): only the positions to predict
+        h = model.head.norm(F.gelu(model.head.dense(chosen)))  # the transform: dense, GELU, LayerNorm
+        return F.linear(h, model.embeddings.word.weight, model.head.bias)  # the tied decoder h · Wᵀ, plus the bias
 
-    return train_step
+    return head_at
 
 
-def _step_variant(*, zero_grad=True, use_mask=True, target="labels", step=True):
-    def train_step(model, optimizer, batch):
-        if zero_grad:
-            optimizer.zero_grad()
-        logits = model(batch["input_ids"], batch["attention_mask"] if use_mask else None)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch[target].flatten())
-        loss.backward()
-        if step:
-            optimizer.step()
-        return loss.item()
+def _head_variant(name, *, gather="first", bias=True, decoder=True, call_head=False):
+    def head_at(model, hidden, positions):
+        if call_head:
+            return model.head(hidden.flatten(0, 1)[positions], model.embeddings.word.weight)
+        chosen = {"first": lambda: hidden.flatten(0, 1)[positions], "unflattened": lambda: hidden[positions],
+                  "after": lambda: hidden}[gather]()
+        h = model.head.norm(F.gelu(model.head.dense(chosen)))
+        if not decoder:
+            return h
+        logits = F.linear(h, model.embeddings.word.weight, model.head.bias if bias else None)
+        return logits.flatten(0, 1)[positions] if gather == "after" else logits
 
-    return train_step
+    head_at.__name__ = head_at.__qualname__ = name
+    return head_at
 
 
 register(Exercise(
     id="04.3",
-    prompt=("Write train_step(model, optimizer, batch) -> float: one MLM training step of our BertMLM (forward "
-            "returns logits) on a batch dict with input_ids, attention_mask and labels (-100 = not predicted); "
-            "return the loss. Checked against transformers' BertForMaskedLM loss on the same weights."),
+    prompt=("Write head_at(model, hidden, positions) -> logits: BERT's sparse prediction, the MLM head of our "
+            "BertMLM applied only at the flat positions `positions` (indices into batch × length, as "
+            "objective.masked_positions gives them) of `hidden`, the last layer's output (batch, length, H). Write "
+            "the head out of its parts: model.head.dense, GELU, model.head.norm, then the decoder tied to the word "
+            "table model.embeddings.word.weight, plus the output bias model.head.bias (do not call model.head or "
+            "model(...)). Checked against model(input_ids, attention_mask, positions=positions) and against the "
+            "full logits at those positions; the head may see only len(positions) rows."),
     grade=_grade_43,
     solution=_solution_43,
-    wrong_answers=(_step_variant(zero_grad=False), _step_variant(use_mask=False), _step_variant(target="input_ids"),
-                   _step_variant(step=False)),
+    wrong_answers=(_head_variant("head_at_without_bias", bias=False),
+                   _head_variant("head_at_without_decoder", decoder=False),
+                   _head_variant("head_at_projecting_every_position", gather="after"),
+                   _head_variant("head_at_unflattened", gather="unflattened"),
+                   _head_variant("head_at_calling_the_head", call_head=True)),
 ))
 
 # ---- 04.4: parameters of one encoder layer of BERT-large (the notebook prints BERT-base's counts only) ------------

@@ -1,13 +1,25 @@
-"""Exercises of notebook 06_pretraining: parameter shares, tokens seen, the schedule, the baseline, sparse logits,
-and why the training loss ends below the held-out loss."""
+"""Exercises of notebook 06_pretraining: parameter shares, the training step written by the learner (checked
+against :func:`mlm_course.steps.training_step`), the schedule, the baseline, sparse logits, and why the training loss
+ends below the held-out loss."""
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
-from mlm_course.exercises import Between, Near, multiple_choice, numeric
-from mlm_course.lab.runner import linear_schedule
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig
+
+from mlm_course.bert import BertMLM
+from mlm_course.exercises import Between, Exercise, Near, multiple_choice, numeric, register
+from mlm_course.exercises.step_check import StepExercise, grade_step, slipped_step
+from mlm_course.masking import MaskSpec
 from mlm_course.models import CONFIGS
+from mlm_course.objective import masked_lm_loss
+from mlm_course.pretraining import mask_blocks, pack_blocks
+from mlm_course.steps import linear_schedule
+from mlm_course.tokenization import course_tokenizer
 
 COURSE_VOCAB = 8192
 TINY_HIDDEN = CONFIGS["tiny"]["hidden_size"]
@@ -48,20 +60,77 @@ numeric(
     rel_tol=1e-9, abs_tol=5e-4,  # math.isclose's default rel_tol
 )
 
-# ---- 06.2: tokens seen -------------------------------------------------------------------------------------------
-_TOKENS = 14_000 * 32 * 128
+# ---- 06.2: write the pretraining step ---------------------------------------------------------------------------
+_TEXT_62 = ("It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in "
+            "want of a wife. However little known the feelings or views of such a man may be on his first entering "
+            "a neighbourhood, this truth is so well fixed in the minds of the surrounding families, that he is "
+            "considered the rightful property of some one or other of their daughters.")
 
-numeric(
-    "06.2",
-    "14,000 steps, batch 32, seq_len 128: how many tokens does the run see?",
-    _TOKENS,
-    wrong={
-        14_000 * 32: "that is the number of sequences; each has seq_len = 128 tokens.",
-        round(_TOKENS * 0.15):
-            "that counts the *predicted* (masked) tokens; the model sees every token of every sequence.",
-    },
-    fallback="steps × batch size × sequence length.",
+
+def _setup_62() -> tuple[BertMLM, dict[str, torch.Tensor]]:
+    """A one-layer BertMLM on the course vocabulary, dropout 0.1, and one masked batch of five 16-token blocks."""
+    tok = course_tokenizer()
+    batch = mask_blocks(pack_blocks([_TEXT_62], tok, seq_len=16), tok, MaskSpec(), torch.Generator().manual_seed(62))
+    config = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=16, pad_token_id=tok.pad_token_id,
+                        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    return BertMLM(config, seed=62), batch
+
+
+def _every_position_against_input_ids(model, batch):
+    logits = model(batch["input_ids"], batch["attention_mask"])
+    return F.cross_entropy(logits.flatten(0, 1), batch["input_ids"].flatten())
+
+
+_STEP_62 = StepExercise(
+    build=_setup_62,
+    loss_fn=masked_lm_loss,
+    loss_name="objective.masked_lm_loss",
+    loss_slips=((_every_position_against_input_ids,
+                 "the loss was taken at every position against input_ids (notebook 05's labels=input_ids bug): the "
+                 "model is taught to copy its input, [MASK] included. Score only the masked positions against their "
+                 "labels: objective.masked_lm_loss(model, batch)."),),
+    fall=2.0,
 )
+
+
+def _solution_62():
+    from mlm_course.objective import masked_lm_loss
+
+    def my_step(model, batch, optimizer, scheduler):
+        model.train()  # dropout on: the model may come from an evaluation, in eval mode
+        loss = masked_lm_loss(model, batch)  # mean −log p(true token) over the masked positions
+        loss.backward()  # d(loss)/d(weight), added into every weight's .grad
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)  # scale the gradient down to norm ≤ 1
+        optimizer.step()  # AdamW's update, with the clipped gradients
+        scheduler.step()  # the learning rate of the next step (warm-up, then decay)
+        optimizer.zero_grad()  # or the next step's gradients would add to these
+        return loss
+
+    return my_step
+
+
+register(Exercise(
+    id="06.2",
+    prompt=("Write my_step(model, batch, optimizer, scheduler) -> loss: one masked-LM training step of the course's "
+            "BertMLM on a batch from pretraining.mask_blocks (input_ids, attention_mask, labels, masked_positions): "
+            "the loss objective.masked_lm_loss(model, batch), backward, clip the gradient norm to 1.0, the "
+            "optimiser's step, the scheduler's step, zero the gradients; return the loss. Checked against "
+            "steps.training_step on a copy of the same model (which comes in eval mode), with the same dropout "
+            "masks: the same loss, the same clipped gradients and learning rate for 3 steps, and a loss that "
+            "falls over 20."),
+    grade=partial(grade_step, _STEP_62),
+    solution=_solution_62,
+    wrong_answers=(
+        slipped_step(masked_lm_loss, "my_step_without_zero_grad", zero_grad=False),
+        slipped_step(masked_lm_loss, "my_step_without_clipping", clip="none"),
+        slipped_step(masked_lm_loss, "my_step_clipping_after_the_update", clip="after"),
+        slipped_step(masked_lm_loss, "my_step_without_scheduler_step", schedule="none"),
+        slipped_step(masked_lm_loss, "my_step_scheduler_first", schedule="before"),
+        slipped_step(masked_lm_loss, "my_step_without_train_mode", train=False),
+        slipped_step(_every_position_against_input_ids, "my_step_with_labels_input_ids"),
+    ),
+))
 
 # ---- 06.3: the learning-rate schedule ---------------------------------------------------------------------------
 _LR = 3e-3 * linear_schedule(700, 14_000)(7_350)
@@ -115,8 +184,8 @@ numeric(
 # ---- 06.6: explain why the training loss ends below the held-out loss ----------------------------------------------
 multiple_choice(
     "06.6",
-    "At the end of the shipped checkpoint's curve (§5) its training loss is about 0.6 nats below its held-out loss, "
-    "while the held-out loss is still falling. Which explanation fits the measurements of §5?",
+    "At the end of the shipped checkpoint's curve (§6) its training loss is about 0.6 nats below its held-out loss, "
+    "while the held-out loss is still falling. Which explanation fits the measurements of §6?",
     {
         "a": "The held-out chapters and articles use rarer words, so they are simply harder to predict.",
         "b": "Training batches get fresh masks every step, and fresh masks are easier to fill in than the frozen "

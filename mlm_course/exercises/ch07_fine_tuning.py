@@ -1,30 +1,119 @@
-"""Exercises of notebook 07_fine_tuning: padding cost, accuracy and F1 from a confusion matrix, the classification
-head by hand, length-bucketed batches, and why MiniLM's lead is no evidence for masked-LM pretraining."""
+"""Exercises of notebook 07_fine_tuning: the fine-tuning step written by the learner (checked against
+:func:`mlm_course.steps.training_step`), accuracy and F1 from a confusion matrix, the classification head by hand,
+length-bucketed batches, and why MiniLM's lead is no evidence for masked-LM pretraining nor its zero-shot PLL for
+word order."""
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
+import torch.nn.functional as F
+from transformers import BertConfig
 
-from mlm_course.exercises import Exercise, multiple_choice, numeric, numeric_grader, register
+from mlm_course.bert import BertClassifier
+from mlm_course.exercises import Exercise, multiple_choice, numeric_grader, register
+from mlm_course.exercises.step_check import StepExercise, grade_step, slipped_step
+from mlm_course.finetune import classification_loss, encode, pad_batch
+from mlm_course.tokenization import course_tokenizer
 
-# ---- 07.1: what dynamic padding saves ---------------------------------------------------------------------------
-_LENGTHS_61 = (12, 30, 7, 18)  # one batch, [CLS] and [SEP] included
-
-numeric(
-    "07.1",
-    f"A batch holds sentences of {list(_LENGTHS_61)} tokens. How many [PAD] tokens does dynamic padding "
-    "(to the longest sentence of the batch) add?",
-    4 * 30 - sum(_LENGTHS_61),  # 53
-    wrong={
-        4 * 128 - sum(_LENGTHS_61):
-            "that is padding to max_length = 128; dynamic padding pads only to the longest sentence in the batch.",
-        4 * 30: "4 × 30 is the padded batch's size; count only the [PAD] tokens: subtract the real tokens.",
-        30 - 7: "every sentence shorter than the longest gets padded, not only the shortest one: sum over the batch.",
-    },
-    fallback="pad every sentence to the longest in the batch (30) and count the added [PAD] tokens.",
+# ---- 07.1: write the fine-tuning step ---------------------------------------------------------------------------
+_REVIEWS_71 = (  # (sentence, label: 1 positive, 0 negative), of different lengths, so the batch is padded
+    ("a gem.", 1),
+    ("dull and far too long.", 0),
+    ("the cast is wonderful and the story moved me to tears.", 1),
+    ("i wanted to leave after ten minutes.", 0),
+    ("funny, warm and clever.", 1),
+    ("a mess of a film with nothing to say about anything at all.", 0),
+    ("worth seeing twice.", 1),
+    ("flat.", 0),
 )
+
+
+def _setup_71() -> tuple[BertClassifier, dict[str, torch.Tensor]]:
+    """A one-layer BertClassifier on the course vocabulary, dropout 0.1, and one padded batch of eight reviews."""
+    tok = course_tokenizer()
+    data = encode(tok, [text for text, _ in _REVIEWS_71], [label for _, label in _REVIEWS_71])
+    features = [{"input_ids": ids, "label": label, "index": i}
+                for i, (ids, label) in enumerate(zip(data.input_ids, data.labels, strict=True))]
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=32, pad_token_id=tok.pad_token_id,
+                        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                        initializer_range=0.2)  # wider than BERT's 0.02: the first gradient's norm is 3, so clipping acts
+    return BertClassifier(config, seed=71), pad_batch(features, pad_token_id=tok.pad_token_id)
+
+
+def _without_attention_mask(model, batch):
+    return F.cross_entropy(model(batch["input_ids"]), batch["labels"])
+
+
+def _on_the_cls_hidden_state(model, batch):
+    hidden = model.last_hidden_state(batch["input_ids"], batch["attention_mask"])
+    return F.cross_entropy(hidden[:, 0], batch["labels"])
+
+
+def _on_probabilities(model, batch):
+    return F.cross_entropy(model(batch["input_ids"], batch["attention_mask"]).softmax(-1), batch["labels"])
+
+
+_STEP_71 = StepExercise(
+    build=_setup_71,
+    loss_fn=classification_loss,
+    loss_name="finetune.classification_loss",
+    loss_slips=(
+        (_without_attention_mask,
+         "the model was run without the attention mask, so every sentence attended to its padding: a batch padded "
+         "to its longest sentence changes the shorter ones' logits. Pass batch['attention_mask'] to the model."),
+        (_on_the_cls_hidden_state,
+         "the loss was taken on the [CLS] hidden state (its hidden-size numbers read as scores of as many "
+         "classes), not on the classifier's logits: the pooler and the classifier never learn. Use model(input_ids, "
+         "attention_mask), which ends in the classification head."),
+        (_on_probabilities,
+         "the loss was taken on probabilities (softmax of the logits): F.cross_entropy applies log-softmax itself, "
+         "so pass it the logits."),
+    ),
+    fall=0.3,
+)
+
+
+def _solution_71():
+    import torch.nn.functional as F
+
+    def my_finetune_step(model, batch, optimizer, scheduler):
+        model.train()  # dropout on: the model may come from an evaluation, in eval mode
+        logits = model(batch["input_ids"], batch["attention_mask"])  # (batch, classes); the mask hides padding
+        loss = F.cross_entropy(logits, batch["labels"])  # mean −log p(true class) over the sentences
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        return loss
+
+    return my_finetune_step
+
+
+register(Exercise(
+    id="07.1",
+    prompt=("Write my_finetune_step(model, batch, optimizer, scheduler) -> loss: one fine-tuning step of the course's "
+            "BertClassifier (forward(input_ids, attention_mask) -> (batch, classes) logits) on a padded batch from "
+            "finetune.pad_batch (input_ids, attention_mask, labels): cross-entropy of the logits against the labels, "
+            "backward, clip the gradient norm to 1.0, the optimiser's step, the scheduler's step, zero the "
+            "gradients; return the loss. Checked against steps.training_step with finetune.classification_loss on a "
+            "copy of the same model (which comes in eval mode), with the same dropout masks: the same loss, the "
+            "same clipped gradients and learning rate for 3 steps, and a loss that falls over 20."),
+    grade=partial(grade_step, _STEP_71),
+    solution=_solution_71,
+    wrong_answers=(
+        slipped_step(_without_attention_mask, "my_finetune_step_without_attention_mask"),
+        slipped_step(classification_loss, "my_finetune_step_without_zero_grad", zero_grad=False),
+        slipped_step(classification_loss, "my_finetune_step_without_clipping", clip="none"),
+        slipped_step(_on_the_cls_hidden_state, "my_finetune_step_on_the_cls_hidden_state"),
+        slipped_step(_on_probabilities, "my_finetune_step_on_probabilities"),
+        slipped_step(classification_loss, "my_finetune_step_without_train_mode", train=False),
+    ),
+))
 
 # ---- 07.2: accuracy and F1 from a confusion matrix -------------------------------------------------------------
 _CONFUSION_62 = [[40, 10], [5, 45]]  # rows: true negative / positive; columns: predicted negative / positive

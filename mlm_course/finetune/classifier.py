@@ -1,94 +1,76 @@
-"""The sequence classifier: loading one by name (pretrained or freshly initialised), and its head written out."""
+"""The sequence classifier: the course's BERT with a classification head, loaded by name, and its loss.
+
+:class:`mlm_course.bert.BertClassifier` is notebook 04's encoder with BERT's classification head on the [CLS]
+vector: pooler (dense + tanh), dropout, a linear layer to one logit per class. :func:`classification_loss` is the
+loss the training step (:func:`mlm_course.steps.training_step`) minimises; :func:`head_by_hand` writes the head out.
+"""
 
 from __future__ import annotations
 
 import os
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+import torch.nn.functional as F
+from transformers import BertConfig, PreTrainedTokenizerBase
 
 from mlm_course import models, tokenization
+from mlm_course.bert import BertClassifier
+from mlm_course.masking import IGNORE_INDEX
 
 LABEL_NAMES = ("negative", "positive")
 RANDOM_PREFIX = "random:"
 
 
-def _quiet_transformers():
-    from transformers.utils import logging as hf_logging
+def _fresh(arch: str, num_labels: int, allow_hub: bool | None) -> tuple[BertClassifier, PreTrainedTokenizerBase]:
+    """A classifier with fresh weights: of a size of ``models.CONFIGS`` (course tokenizer) or of a model's shape."""
+    if not arch:
+        raise ValueError("write 'random:<config>', e.g. 'random:tiny' or 'random:course'")
+    if arch in models.CONFIGS:
+        tokenizer = tokenization.course_tokenizer()
+        config = models.build_config(arch, tokenizer, max_length=512)
+    else:
+        source = models.resolve(arch, allow_hub=allow_hub)
+        config, tokenizer = BertConfig.from_pretrained(source), models.load_tokenizer(source)
+    return BertClassifier(config, num_labels=num_labels), tokenizer
 
-    previous = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # "Some weights ... newly initialized": expected for the head, said in the docs
-    return previous
 
+def load_classifier(name: str | os.PathLike, *, num_labels: int = 2, allow_hub: bool | None = None, seed: int = 0,
+                    dropout: float | None = None) -> tuple[BertClassifier, PreTrainedTokenizerBase]:
+    """(classifier in train mode, its tokenizer) by name; a new head (and a missing pooler) drawn from ``seed``.
 
-def load_classifier(
-    name: str | os.PathLike,
-    *,
-    num_labels: int = 2,
-    allow_hub: bool | None = None,
-    seed: int = 0,
-    dropout: float | None = None,
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """(sequence classifier in train mode, its tokenizer) by name; the head (and a missing pooler) is seeded.
-
-    ``name``: ``"course"``, ``"minilm"``, a ``save_pretrained`` folder, a hub name (only with ``allow_hub``), or
-    ``"random:<x>"`` — randomly initialised weights, where ``x`` is a configuration of
-    :data:`mlm_course.models.CONFIGS` (with the course's WordPiece tokenizer) or any of the names above (its
-    architecture and tokenizer, not its weights).
+    ``name``: ``"course"``, ``"minilm"``, a transformers BERT folder, a hub name (only with ``allow_hub``), or
+    ``"random:<x>"`` — fresh weights, where ``x`` is a size of :data:`mlm_course.models.CONFIGS` (with the course's
+    WordPiece tokenizer) or any of the names above (its shape and tokenizer, not its weights).
     """
-    from transformers.utils import logging as hf_logging
-
     if num_labels < 2:
         raise ValueError(f"num_labels must be at least 2 for classification, got {num_labels}")
     name = str(name)
-    label_kw = {"num_labels": num_labels}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if name.startswith(RANDOM_PREFIX):
+            model, tokenizer = _fresh(name[len(RANDOM_PREFIX):], num_labels, allow_hub)
+        else:
+            source = models.resolve(name, allow_hub=allow_hub)
+            model = BertClassifier.from_pretrained(source, num_labels=num_labels, seed=seed)
+            tokenizer = models.load_tokenizer(source)
     if num_labels == len(LABEL_NAMES):
-        label_kw |= {"id2label": dict(enumerate(LABEL_NAMES)), "label2id": {n: i for i, n in enumerate(LABEL_NAMES)}}
+        model.config.id2label = dict(enumerate(LABEL_NAMES))
+        model.config.label2id = {label: i for i, label in enumerate(LABEL_NAMES)}
     if dropout is not None:
-        label_kw |= {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-    previous = _quiet_transformers()
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            if name.startswith(RANDOM_PREFIX):
-                arch = name[len(RANDOM_PREFIX):]
-                if not arch:
-                    raise ValueError("write 'random:<config>', e.g. 'random:tiny' or 'random:course'")
-                if arch in models.CONFIGS:
-                    tokenizer = tokenization.course_tokenizer()
-                    config = models.build_config(arch, tokenizer, max_length=512)
-                else:
-                    source = models.resolve(arch, allow_hub=allow_hub)
-                    config = AutoConfig.from_pretrained(source)
-                    tokenizer = AutoTokenizer.from_pretrained(source)
-                for key, value in label_kw.items():
-                    setattr(config, key, value)
-                model = AutoModelForSequenceClassification.from_config(config)
-            else:
-                source = models.resolve(name, allow_hub=allow_hub)
-                try:
-                    tokenizer = AutoTokenizer.from_pretrained(source)
-                    # fp32 whatever the folder stores (transformers 5 keeps a bf16 checkpoint in bf16): autocast
-                    # gives the speed, fp32 master weights the accuracy
-                    model = AutoModelForSequenceClassification.from_pretrained(source, dtype=torch.float32,
-                                                                               **label_kw)
-                except OSError as exc:  # the hub path without network
-                    raise ConnectionError(f"could not load {source!r} ({exc}); check the network") from exc
-    finally:
-        hf_logging.set_verbosity(previous)
+        models.set_dropout(model, dropout)
     return model.train(), tokenizer
 
 
-def head_by_hand(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """BERT's classification logits written out: tanh(W_p · h_[CLS] + b_p) → (dropout) → W_c · pooled + b_c."""
-    encoder = getattr(model, model.base_model_prefix)
-    hidden = encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+def classification_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy of the classifier's logits against ``batch["labels"]`` (rows labelled −100 ignored): the
+    loss of fine-tuning's training step."""
+    logits = model(batch["input_ids"], batch.get("attention_mask"))
+    return F.cross_entropy(logits.float(), batch["labels"], ignore_index=IGNORE_INDEX)
+
+
+def head_by_hand(model: BertClassifier, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """BERT's classification logits written out: W_c · dropout(tanh(W_p · h_[CLS] + b_p)) + b_c."""
+    hidden = model.last_hidden_state(input_ids, attention_mask)
     cls = hidden[:, 0]  # the [CLS] position: the only one the head looks at
-    pooled = torch.tanh(encoder.pooler.dense(cls))
+    pooled = torch.tanh(model.pooler.dense(cls))
     return model.classifier(model.dropout(pooled))

@@ -13,8 +13,6 @@ from transformers import PreTrainedTokenizerBase
 
 from mlm_course import corpus
 from mlm_course.collator import pad_rows
-from mlm_course.lab.runner import step_generator
-from mlm_course.masking import IGNORE_INDEX
 
 MIN_MAX_LENGTH = 8
 
@@ -103,80 +101,44 @@ def pad_batch(features: list[dict], *, pad_token_id: int, pad_to_multiple_of: in
 
 
 class LengthBucketSampler:
-    """Batches of indices with similar lengths: every example once per epoch, a seeded new order each epoch.
+    """Batches of indices with similar lengths, every example once per pass.
 
-    Training (``shuffle=True``): a seeded permutation is cut into pools of ``bucket_batches`` batches; each pool
-    is sorted by length and cut into batches; the batch order is shuffled. Evaluation (``shuffle=False``): all
-    examples sorted by length, longest first. Call :meth:`set_epoch` before each epoch.
+    Evaluation (no ``generator``): all examples sorted by length, longest first. Training (a ``generator``, a new
+    one each epoch): a random permutation is cut into pools of ``bucket_batches`` batches; each pool is sorted by
+    length and cut into batches; the batch order is shuffled.
     """
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, *, seed: int = 0, shuffle: bool = True,
+    def __init__(self, lengths: Sequence[int], batch_size: int, *, generator: torch.Generator | None = None,
                  bucket_batches: int = 50):
         if batch_size < 1 or bucket_batches < 1:
             raise ValueError(f"batch_size and bucket_batches must be ≥ 1, got {batch_size} and {bucket_batches}")
         if len(lengths) == 0:
             raise ValueError("no examples to batch: the split is empty")
         self.lengths = torch.as_tensor(list(lengths))
-        self.batch_size, self.seed, self.shuffle, self.bucket_batches = batch_size, seed, shuffle, bucket_batches
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
+        self.batch_size, self.generator, self.bucket_batches = batch_size, generator, bucket_batches
 
     def __len__(self) -> int:
         return math.ceil(len(self.lengths) / self.batch_size)
 
+    def _longest_first(self, indices: torch.Tensor) -> list[list[int]]:
+        ordered = indices[torch.sort(self.lengths[indices], descending=True, stable=True).indices]
+        return [ordered[i: i + self.batch_size].tolist() for i in range(0, len(ordered), self.batch_size)]
+
     def __iter__(self):
         n = len(self.lengths)
-        if not self.shuffle:
-            order = torch.sort(self.lengths, descending=True, stable=True).indices
-            yield from (order[i: i + self.batch_size].tolist() for i in range(0, n, self.batch_size))
+        if self.generator is None:
+            yield from self._longest_first(torch.arange(n))
             return
-        g = step_generator(self.seed, self.epoch, stream=11)
-        order = torch.randperm(n, generator=g)
+        order = torch.randperm(n, generator=self.generator)
         pool = self.batch_size * self.bucket_batches
-        batches = []
-        for begin in range(0, n, pool):
-            chunk = order[begin: begin + pool]
-            chunk = chunk[torch.sort(self.lengths[chunk], descending=True, stable=True).indices]
-            batches += [chunk[i: i + self.batch_size].tolist() for i in range(0, len(chunk), self.batch_size)]
-        for b in torch.randperm(len(batches), generator=g).tolist():
+        batches = [batch for begin in range(0, n, pool) for batch in self._longest_first(order[begin: begin + pool])]
+        for b in torch.randperm(len(batches), generator=self.generator).tolist():
             yield batches[b]
 
 
-def make_loader(data: Encoded, pad_token_id: int, batch_size: int, *, shuffle: bool, seed: int = 0,
-                pad_to_multiple_of: int | None = None, pin_memory: bool = False) -> torch.utils.data.DataLoader:
-    """A DataLoader over ``data`` with a :class:`LengthBucketSampler` and :func:`pad_batch`."""
-    sampler = LengthBucketSampler(data.lengths, batch_size, seed=seed, shuffle=shuffle)
+def make_loader(data: Encoded, pad_token_id: int, batch_size: int, *, pad_to_multiple_of: int | None = None,
+                pin_memory: bool = False) -> torch.utils.data.DataLoader:
+    """An evaluation DataLoader over ``data``: length-sorted batches (:class:`LengthBucketSampler`), :func:`pad_batch`."""
     collate = partial(pad_batch, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
-    return torch.utils.data.DataLoader(_Examples(data), batch_sampler=sampler, collate_fn=collate,
-                                       pin_memory=pin_memory)
-
-
-class RunBatches:
-    """Training micro-batch ``g`` of a run (counted over steps and slots, epoch after epoch): the length-bucketed
-    batches of epoch ``g // per_epoch`` in the sampler's seeded order, padded by :func:`pad_batch`.
-
-    ``min_rows=2`` pads a batch of one with a copy whose label is ignored (-100): ``torch.compile`` specialises
-    on a batch dimension of 1 and would compile the step again.
-    """
-
-    def __init__(self, data: Encoded, batch_size: int, *, seed: int, pad_token_id: int,
-                 pad_to_multiple_of: int | None = None, min_rows: int = 1):
-        self.data, self.min_rows = data, min_rows
-        self.sampler = LengthBucketSampler(data.lengths, batch_size, seed=seed, shuffle=True)
-        self.per_epoch = len(self.sampler)
-        self.collate = partial(pad_batch, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
-        self._epoch, self._batches = None, []
-
-    def __call__(self, g: int) -> dict[str, torch.Tensor]:
-        epoch, position = divmod(g, self.per_epoch)
-        if epoch != self._epoch:
-            self.sampler.set_epoch(epoch)
-            self._epoch, self._batches = epoch, list(self.sampler)
-        rows = [{"input_ids": self.data.input_ids[i], "label": self.data.labels[i], "index": i}
-                for i in self._batches[position]]
-        rows += [{**rows[0], "label": IGNORE_INDEX, "index": -1}] * (self.min_rows - len(rows))
-        batch = self.collate(rows)
-        batch.pop("index")
-        return batch
+    return torch.utils.data.DataLoader(_Examples(data), batch_sampler=LengthBucketSampler(data.lengths, batch_size),
+                                       collate_fn=collate, pin_memory=pin_memory)

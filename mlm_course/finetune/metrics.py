@@ -1,4 +1,4 @@
-"""Evaluation and metrics: scoring a split (sharded under Accelerate), accuracy / precision / recall / F1 with
+"""Evaluation and metrics: scoring a split, accuracy / precision / recall / F1 with
 ``sklearn.metrics``, the most confident mistakes, predictions on raw sentences, and the TF-IDF baseline."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from mlm_course import corpus
 from mlm_course.finetune.classifier import LABEL_NAMES
@@ -50,32 +50,22 @@ class EvalResult:
         return self.log_probs.argmax(-1).tolist()
 
 
-def _score(model, loader, n: int, num_labels: int, accelerator=None) -> torch.Tensor:
-    """Log-probabilities of every example, in index order, from a (possibly sharded) loader."""
-    device = accelerator.device if accelerator is not None else next(model.parameters()).device
-    out = torch.full((n, num_labels), float("nan"))
-    with evaluation_mode(model), torch.no_grad():
-        for batch in loader:
-            index = batch.pop("index").to(device)
-            batch.pop("labels")
-            logits = model(**{k: v.to(device) for k, v in batch.items()}).logits.float()
-            if accelerator is not None and accelerator.num_processes > 1:
-                index = accelerator.pad_across_processes(index, dim=0, pad_index=-1)
-                logits = accelerator.pad_across_processes(logits, dim=0)
-                index, logits = accelerator.gather((index, logits))
-            keep = index >= 0
-            out[index[keep].cpu()] = logits[keep].log_softmax(-1).cpu()
-    if torch.isnan(out).any():
-        raise RuntimeError("some examples were not scored: the evaluation loader skipped batches")
+@torch.no_grad()
+def score(model: torch.nn.Module, data: Encoded, *, pad_token_id: int, batch_size: int = 64) -> torch.Tensor:
+    """Log-probabilities [examples, classes] of every example of ``data``, in the split's order (batches of
+    similar lengths, each padded to its own longest)."""
+    device = next(model.parameters()).device
+    out = torch.full((len(data), model.config.num_labels), float("nan"))
+    with evaluation_mode(model):
+        for batch in make_loader(data, pad_token_id, batch_size):
+            logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float()
+            out[batch["index"]] = logits.log_softmax(-1).cpu()
     return out
 
 
-def evaluate(model, data: Encoded, *, pad_token_id: int, batch_size: int = 64, accelerator=None) -> EvalResult:
-    """Score every example of ``data`` (batches sorted by length); with ``accelerator`` the work is sharded."""
-    loader = make_loader(data, pad_token_id, batch_size, shuffle=False)
-    if accelerator is not None:
-        loader = accelerator.prepare(loader)
-    log_probs = _score(model, loader, len(data), model.config.num_labels, accelerator)
+def evaluate(model: torch.nn.Module, data: Encoded, *, pad_token_id: int, batch_size: int = 64) -> EvalResult:
+    """Score every example of ``data``: log-probabilities, metrics and the mean loss."""
+    log_probs = score(model, data, pad_token_id=pad_token_id, batch_size=batch_size)
     metrics = classification_metrics(data.labels, log_probs.argmax(-1).tolist(), model.config.num_labels)
     metrics["loss"] = float(F.nll_loss(log_probs, torch.tensor(data.labels)))
     return EvalResult(log_probs, list(data.labels), metrics)
@@ -101,7 +91,7 @@ class Predictions:
     probabilities: list[list[float]]
 
 
-def predict(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], *,
+def predict(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], *,
             batch_size: int = 64, max_length: int = 128) -> Predictions:
     """Classify raw sentences: the label and the class probabilities of each."""
     if isinstance(texts, str):

@@ -9,14 +9,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from mlm_course import masking
-from mlm_course.lab.runner import TrainConfig, TrainLoop, TrainResult
-from mlm_course.masking import IGNORE_INDEX, MaskSpec
-from mlm_course.models import evaluation_mode
-from mlm_course.objective import masked_lm_loss, masked_lm_outputs, mlm_loss
-from mlm_course.pretraining import mask_blocks, training_batches
+from mlm_course.lab.pretrain_run import PretrainConfig, training_batches
+from mlm_course.lab.runner import TrainLoop, TrainResult
+from mlm_course.masking import MaskSpec
+from mlm_course.objective import masked_lm_loss
+from mlm_course.pretraining import mask_blocks, masked_predictions
 
 
 def buggy_mask_blocks(
@@ -27,72 +27,52 @@ def buggy_mask_blocks(
 
     The labels are then the *corrupted* ids (the [MASK] id at masked positions) and no position is −100, so
     the loss rewards copying the input at every position and predicting [MASK] where [MASK] is shown. Otherwise
-    it is :func:`mlm_course.pretraining.mask_blocks` (the same masks for the same generator state).
+    it is :func:`mlm_course.pretraining.mask_blocks` (the same masks for the same generator state). Every position
+    has a label, so every position is projected to the vocabulary.
     """
     batch = mask_blocks(blocks, tokenizer, spec, generator, attention_mask=attention_mask)
+    batch = {key: value for key, value in batch.items() if key != "masked_positions"}
     return {**batch, "labels": batch["input_ids"]}  # the bug: one tensor, so the labels are the masked input
 
 
-def train_with_batches(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    train_blocks: torch.Tensor,
-    config: TrainConfig,
-    *,
-    make_batch: Callable[..., dict[str, torch.Tensor]] = mask_blocks,
-    spec: MaskSpec = MaskSpec(),
-    progress: bool = False,
-) -> TrainResult:
-    """:func:`mlm_course.pretraining.pretrain`'s loop (its batches, seeds and loss: :func:`training_batches`) with a
-    replaceable batch maker, e.g. :func:`buggy_mask_blocks`; no evaluation during training (use
+def train_with_batches(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_blocks: torch.Tensor,
+                       config: PretrainConfig, *, make_batch: Callable[..., dict[str, torch.Tensor]] = mask_blocks,
+                       progress: bool = False) -> TrainResult:
+    """:func:`mlm_course.lab.pretrain_run.pretrain` (its batches, seeds, loss and step) with a replaceable batch
+    maker, e.g. :func:`buggy_mask_blocks`; no held-out evaluation during training (use
     :func:`evaluate_by_action` after)."""
-    batch_for_step = training_batches(train_blocks, tokenizer, config, spec, static_copies=None, short_share=0.0,
-                                      slots=config.grad_accum, make_batch=make_batch)
-    trainer = TrainLoop(model, config, batch_for_step=batch_for_step, compute_loss=masked_lm_loss, progress=progress)
-    return trainer.train()
+    slots = config.grad_accum
+    batch_for_step = training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch)
+    return TrainLoop(model, config.loop_config(), batch_for_step=batch_for_step, loss_fn=masked_lm_loss,
+                     progress=progress).train()
 
 
-def actions_of(batch: Mapping[str, torch.Tensor], mask_token_id: int) -> torch.Tensor:
-    """What happened at each position of a masked batch, recovered from it: 0 not selected, 1 [MASK], 2 random,
-    3 unchanged (the codes of :mod:`mlm_course.masking`). A random draw equal to the original counts as unchanged."""
-    labels, ids = batch["labels"], batch["input_ids"]
-    selected = labels != IGNORE_INDEX
-    action = torch.where(ids == mask_token_id, masking.MASKED, torch.where(ids == labels, masking.KEPT, masking.RANDOM))
-    return torch.where(selected, action, masking.NOT_SELECTED)
-
-
-@torch.no_grad()
-def evaluate_by_action(
-    model: PreTrainedModel, batches: Sequence[Mapping[str, torch.Tensor]], mask_token_id: int
-) -> dict[str, dict[str, float]]:
-    """Loss and top-1 at the masked positions of ``batches`` (frozen, correct labels), overall and per action.
+def evaluate_by_action(model: torch.nn.Module, batches: Sequence[Mapping[str, torch.Tensor]],
+                       mask_token_id: int) -> dict[str, dict[str, float]]:
+    """Loss and top-1 at the masked positions of ``batches`` (frozen, correct labels), overall and by what the
+    input showed there (:func:`mlm_course.pretraining.masked_predictions`, the one scoring of masked positions).
 
     Also the share of positions where the top prediction is the [MASK] token, and where it is the token shown
     in the input (copying), and ``loss_ci95``: the half-width of a 95 % normal interval for the mean loss over the
     scored tokens (1.96 · standard error; noise from which tokens were scored, not from training). Keys: ``"all"``
-    and the action names ``masking.ACTION_NAMES[1:]`` ("[MASK]", "random token", "unchanged").
+    and the action names ``masking.ACTION_NAMES[1:]`` ("[MASK]", "random token", "unchanged"); a random token that
+    happens to be the true one counts as unchanged.
     """
-    device = next(model.parameters()).device
-    rows = {"loss": [], "top1": [], "mask": [], "copy": [], "action": []}
-    with evaluation_mode(model):
-        for batch in batches:
-            inputs = {key: batch[key].to(device) for key in ("input_ids", "attention_mask", "labels")}
-            logits, labels = (t.cpu() for t in masked_lm_outputs(model, inputs, sparse=False))
-            kept, best = batch["labels"] != IGNORE_INDEX, logits.argmax(-1)
-            rows["loss"].append(mlm_loss(logits, labels, reduction="none"))
-            rows["top1"].append((best == labels).double())
-            rows["mask"].append((best == mask_token_id).double())
-            rows["copy"].append((best == batch["input_ids"][kept]).double())
-            rows["action"].append(actions_of(batch, mask_token_id)[kept])
-    cat = {k: torch.cat(v) for k, v in rows.items()}
-    groups = {"all": torch.ones_like(cat["action"], dtype=torch.bool)}
-    groups.update({masking.ACTION_NAMES[code]: cat["action"] == code
-                   for code in (masking.MASKED, masking.RANDOM, masking.KEPT)})
+    found = masked_predictions(model, list(batches))
+    action = torch.where(found.shown == mask_token_id, masking.MASKED,
+                         torch.where(found.shown == found.labels, masking.KEPT, masking.RANDOM))
+    groups = {"all": torch.ones_like(action, dtype=torch.bool)}
+    groups |= {masking.ACTION_NAMES[code]: action == code for code in (masking.MASKED, masking.RANDOM, masking.KEPT)}
+    best = found.top5[:, 0]
     out = {}
     for name, where in groups.items():
         n = int(where.sum())
-        out[name] = {"tokens": n, **{k: float(cat[k][where].double().mean()) if n else float("nan")
-                                     for k in ("loss", "top1", "mask", "copy")}}
-        losses = cat["loss"][where].double()
-        out[name]["loss_ci95"] = 1.96 * float(losses.std() / math.sqrt(n)) if n > 1 else float("nan")
+        if n == 0:
+            out[name] = {"tokens": 0, **dict.fromkeys(("loss", "top1", "mask", "copy", "loss_ci95"), float("nan"))}
+            continue
+        losses = -found.log_probs[where]
+        out[name] = {"tokens": n, "loss": float(losses.mean()), "top1": found.scores(where)["top1"],
+                     "mask": float((best[where] == mask_token_id).double().mean()),
+                     "copy": float((best[where] == found.shown[where]).double().mean()),
+                     "loss_ci95": 1.96 * float(losses.std() / math.sqrt(n)) if n > 1 else float("nan")}
     return out

@@ -1,5 +1,6 @@
-"""The files of a run's output folder: written atomically (a temporary file, then a rename), so a reader or a killed
-run never sees half a file, and a folder checked writable before any work starts.
+"""The files of a run's output folder: written atomically (:mod:`mlm_course.atomic`), so a reader or a killed run
+never sees half a file or half a model; the metrics log; a folder checked writable before any work starts; the record
+of a complete run.
 """
 
 from __future__ import annotations
@@ -7,8 +8,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mlm_course.atomic import write_file_atomic
 
 METRICS_FILE = "metrics.jsonl"
 """The training loop's log in an output folder: one JSON object per line."""
@@ -16,10 +20,7 @@ METRICS_FILE = "metrics.jsonl"
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
-        handle.write(text)
-    os.replace(handle.name, path)
+    write_file_atomic(path, lambda temp: temp.write_text(text))
 
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
@@ -57,3 +58,14 @@ def check_output_dir(out_dir: str | os.PathLike) -> Path:
     except OSError as exc:
         raise PermissionError(f"cannot write to the output folder {out} ({exc.strerror}): choose another --out") from exc
     return out
+
+
+@dataclass
+class RunResult:
+    """A complete run (``mlm-course pretrain`` or ``finetune``): the trained model, its tokenizer, the runner's
+    result and the results.json summary (None on processes other than the main one)."""
+
+    model: Any
+    tokenizer: Any
+    train: Any
+    summary: dict | None

@@ -1,14 +1,13 @@
-"""The one training loop, on ``accelerate``: pretraining and fine-tuning both run :class:`TrainLoop`.
+"""The runner: calls the lessons' :func:`~mlm_course.steps.training_step` over and over, and does the rest.
 
-Device placement, mixed precision (bf16 / fp16 + loss scaling / fp32, see :func:`mlm_course.lab.precision.precision_dtype`),
-gradient accumulation, several processes through ``accelerate launch`` (DDP), AdamW with weight-decay groups,
-linear warm-up then linear decay, clipping, periodic evaluation, a JSON-lines metrics log, and atomic checkpoints
-that a killed run resumes from; only the main process writes. Every random draw of step ``s`` comes from a
-generator seeded by ``(seed, s, slot)``, so a resumed run reaches exactly the weights of an uninterrupted one.
+What the step does not: the device and precision (:mod:`~mlm_course.lab.precision`, :mod:`~mlm_course.lab.hardware`),
+gradient accumulation and several processes (``accelerate launch`` or ``torchrun``: each process trains on its own
+micro-batches), the AdamW optimiser and BERT's schedule, the next batches built while the device computes,
+periodic evaluation, a JSON-lines metrics log, a wall-clock budget, and atomic checkpoints that a killed run
+resumes from exactly (only the main process writes).
 
-Between two logging steps the loop never waits for the device: losses, accuracies and gradient norms stay
-tensors until a logging step reads them all at once, attention masks without padding are left out on the host
-(transformers would check them on the device), and CUDA copies are pinned and non-blocking.
+Between two logging steps the runner never waits for the device: losses and gradient norms stay tensors until a
+logging step reads them all at once.
 """
 
 from __future__ import annotations
@@ -17,11 +16,8 @@ import json
 import math
 import os
 import shutil
-import tempfile
 import time
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,10 +25,12 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm  # a widget bar in Jupyter (ipywidgets), text elsewhere
 
-from mlm_course.lab import precision as devices
+from mlm_course.atomic import write_folder_atomic
 from mlm_course.lab import run_files
-from mlm_course.lab.precision import lean_batch, to_device
+from mlm_course.lab.hardware import Hardware, Prefetcher, Processes, to_device
+from mlm_course.lab.precision import PRECISIONS, autocast_dtype, describe, enable_tf32, pick_device
 from mlm_course.models import evaluation_mode
+from mlm_course.steps import linear_schedule, parameter_groups, training_step
 
 Batch = dict[str, torch.Tensor]
 CHECKPOINT_POINTER = "latest_checkpoint.txt"
@@ -40,7 +38,7 @@ CHECKPOINT_POINTER = "latest_checkpoint.txt"
 
 class InvalidSettings(ValueError):
     """Settings refused before any work: ``problems`` maps each bad field to what is wrong with it (the command
-    line names the field as its option, ``batch_size`` as ``--batch-size``)."""
+    line names the field as its option: ``mask_rate`` is ``--mask-rate``)."""
 
     def __init__(self, kind: str, problems: dict[str, str]):
         self.problems = problems
@@ -49,38 +47,47 @@ class InvalidSettings(ValueError):
 
 @dataclass(kw_only=True)
 class OptimiserSettings:
-    """What pretraining and fine-tuning share: batches, AdamW, the warm-up and linear decay, logging, seed, device,
-    precision. Warm-up lasts ``warmup_steps`` optimiser steps when given, else ``warmup_ratio`` of the run."""
+    """What every training command shares: batches, AdamW, the warm-up and linear decay, clipping, logging, seed,
+    device, precision. Warm-up lasts ``warmup_steps`` optimiser steps when given, else ``warmup_ratio`` of the run."""
 
-    batch_size: int = 32
-    grad_accum: int = 1
-    lr: float = 5e-4
-    warmup_ratio: float = 0.06
-    warmup_steps: int | None = None
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.98)
-    eps: float = 1e-6
-    grad_clip: float | None = 1.0
-    log_every: int = 10
-    seed: int = 0
-    device: str | None = None
-    precision: str = "auto"  # auto, fp32, bf16, fp16 (see mlm_course.lab.precision.precision_dtype)
-    compile: bool = False  # torch.compile the training step (the evaluation runs eagerly)
+    batch_size: int = field(default=32, metadata={"help": "examples per micro-batch and process"})
+    grad_accum: int = field(default=1, metadata={"help": "micro-batches per optimiser step"})
+    lr: float = field(default=5e-4, metadata={"help": "peak learning rate (AdamW)"})
+    warmup_ratio: float = field(default=0.06, metadata={"help": "warm-up as a fraction of the optimiser steps"})
+    warmup_steps: int | None = field(default=None, metadata={"help": "warm-up as a number of optimiser steps "
+                                                                      "(wins over --warmup-ratio)"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW's decoupled weight decay (not on biases "
+                                                                 "and LayerNorms)"})
+    betas: tuple[float, float] = field(default=(0.9, 0.98), metadata={"help": "AdamW's beta1,beta2"})
+    eps: float = field(default=1e-6, metadata={"help": "AdamW's epsilon"})
+    max_grad_norm: float | None = field(default=1.0, metadata={"help": "clip the gradient to this norm"})
+    log_every: int = field(default=10, metadata={"help": "a training row in metrics.jsonl every N steps"})
+    seed: int = field(default=0, metadata={"help": "the seed every random draw of the run derives from"})
+    device: str | None = field(default=None, metadata={"help": "cuda, cuda:N, mps or cpu (default: the best "
+                                                                "available)"})
+    precision: str = field(default="auto", metadata={"help": "auto, fp32, bf16 or fp16. auto: bf16 on GPUs of "
+                                                             "compute capability ≥ 8.0, fp16 + loss scaling below; "
+                                                             "on a CPU bf16 only where it measures faster"})
+    compile: bool = field(default=False, metadata={"help": "torch.compile the model for training (static shapes)"})
+    prefetch: bool | None = field(default=None, metadata={"help": "build the next step's batches in a background "
+                                                                  "thread (default: on a GPU only)"})
 
-    def _problems(self, counts: tuple[str, ...]) -> dict[str, str]:
+    def problems(self, counts: tuple[str, ...] = ()) -> dict[str, str]:
         """Each bad field and what is wrong with it: ``counts`` (and the shared counts) must be ≥ 1 (or None)."""
-        problems = {name: f"must be ≥ 1, not {getattr(self, name)!r}"
+        problems = {name: f"must be a whole number ≥ 1, not {getattr(self, name)!r}"
                     for name in ("batch_size", "grad_accum", "log_every", *counts)
-                    if getattr(self, name) is not None and not getattr(self, name) >= 1}
-        if not self.lr > 0:
-            problems["lr"] = f"must be > 0, not {self.lr!r}"
-        if not 0 <= self.warmup_ratio <= 1:
-            problems["warmup_ratio"] = f"must be a fraction of the steps in [0, 1], not {self.warmup_ratio!r}"
-        steps = self.warmup_steps
-        if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool) or steps < 0):
-            problems["warmup_steps"] = f"must be a whole number of steps ≥ 0, not {self.warmup_steps!r}"
-        if self.precision not in devices.PRECISIONS:
-            problems["precision"] = f"must be one of {', '.join(devices.PRECISIONS)}, not {self.precision!r}"
+                    if getattr(self, name) is not None
+                    and not (type(getattr(self, name)) is int and getattr(self, name) >= 1)}
+        checks = {
+            "lr": (self.lr > 0, "must be > 0"),
+            "warmup_ratio": (0 <= self.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
+            "warmup_steps": (self.warmup_steps is None or (type(self.warmup_steps) is int and self.warmup_steps >= 0),
+                             "must be a whole number of steps ≥ 0"),
+            "max_grad_norm": (self.max_grad_norm is None or self.max_grad_norm > 0, "must be > 0 (or None: no clipping)"),
+            "seed": (type(self.seed) is int and 0 <= self.seed < 2**16, "must be a whole number in [0, 65535]"),
+            "precision": (self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}"),
+        }
+        problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
         return problems
 
     def warmup_for(self, total_steps: int) -> int:
@@ -89,59 +96,22 @@ class OptimiserSettings:
 
 
 @dataclass(kw_only=True)
-class TrainConfig(OptimiserSettings):
-    """Settings of a :class:`TrainLoop` run (pretraining defaults; :class:`OptimiserSettings` has the shared ones)."""
+class LoopConfig(OptimiserSettings):
+    """One run of :class:`TrainLoop`: the shared settings plus how long, how often to evaluate and to save."""
 
     steps: int = 1000
     eval_every: int = 200
     save_every: int = 500
     minutes: float | None = None  # wall-clock budget: stop, save and report when it is spent
-    extra: dict[str, Any] = field(default_factory=dict)  # recorded with the checkpoint (data, masking, …)
+    extra: dict[str, Any] = field(default_factory=dict)  # recorded with the checkpoints (data, masking, …)
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
-        problems = self._problems(("steps", "eval_every", "save_every"))
+        problems = self.problems(("steps", "eval_every", "save_every"))
         if self.minutes is not None and not self.minutes > 0:
             problems["minutes"] = f"must be > 0 (or None: no budget), not {self.minutes!r}"
         if problems:
             raise InvalidSettings("training", problems)
-
-
-def step_seed(seed: int, step: int, stream: int = 0) -> int:
-    """The seed of draw ``stream`` at step ``step``: independent of how the run was interrupted."""
-    return ((seed * 1_000_003 + step) * 101 + stream) % (2**63)
-
-
-def step_generator(seed: int, step: int, stream: int = 0) -> torch.Generator:
-    """A generator seeded with :func:`step_seed`."""
-    return torch.Generator().manual_seed(step_seed(seed, step, stream))
-
-
-def dropout_seed(seed: int, step: int, slot: int) -> int:
-    """The seed of the dropout draws of micro-batch ``slot`` of ``step``; slots count over processes, so each
-    process draws its own masks (slot = process index × grad_accum + micro-batch)."""
-    return step_seed(seed, step, 1000 + slot)
-
-
-def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay on weight matrices, none on biases, LayerNorm and embeddings' norms."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        (no_decay if param.ndim < 2 or "LayerNorm" in name or "norm" in name.lower() else decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def linear_schedule(warmup_steps: int, total_steps: int) -> Callable[[int], float]:
-    """The LR multiplier: linear warm-up to 1, then linear decay to 0 at ``total_steps``."""
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-
-    return factor
 
 
 @dataclass
@@ -151,140 +121,118 @@ class TrainResult:
     seconds: float
     metrics: list[dict]
     out_dir: Path | None
+    tokens: int = 0  # input positions this process trained on (padding included), for tokens/s
 
 
-class _LossModule(torch.nn.Module):
-    """The model and its loss as one forward, so DDP (which syncs what its forward ran) and torch.compile see
-    the whole step, also when the loss calls parts of the model (sparse MLM logits)."""
-
-    def __init__(self, model: torch.nn.Module, compute_loss: Callable):
-        super().__init__()
-        self.model = model
-        self.compute_loss = compute_loss
-
-    def forward(self, batch: Batch):
-        return self.compute_loss(self.model, batch)
+def load_saved_weights(model: torch.nn.Module, folder: Path) -> None:
+    """Load what ``model.save_pretrained(folder)`` wrote back into ``model`` (the course's BERTs)."""
+    if not hasattr(type(model), "from_pretrained"):
+        raise ValueError(f"{type(model).__name__} has no from_pretrained: pass load_model=... to resume its runs")
+    saved, own = type(model).from_pretrained(folder).state_dict(), model.state_dict()
+    differ = sorted(name for name in own.keys() | saved.keys()
+                    if name not in own or name not in saved or own[name].shape != saved[name].shape)
+    if differ:
+        raise ValueError(f"the checkpoint in {folder.parent} does not fit this model (names or shapes differ: "
+                         f"{differ[:3]}): use the configuration it was trained with")
+    model.load_state_dict(saved)
 
 
 class TrainLoop:
-    """Runs ``compute_loss(model, batch_for_step(step, slot))`` for ``config.steps`` optimiser steps on accelerate.
+    """Runs :func:`~mlm_course.steps.training_step` with ``loss_fn`` for ``config.steps`` optimiser steps.
 
-    ``slot`` numbers the micro-batches of a step over all processes (``process × grad_accum + micro``; ``slots``
-    of them per step), so each process trains on its own share. ``compute_loss`` returns (loss, stats); keep the
-    stats tensors (a ``float()`` would wait for the device). ``evaluate(model) -> dict`` runs every ``eval_every``
-    steps and at the end, in eval mode, without gradients, in the autocast dtype; ``after_evaluation(row)``
-    returning True stops the run (early stopping). With ``out_dir`` the main process writes ``metrics.jsonl`` and
-    (``checkpoints=True``) checkpoints every ``save_every`` steps; ``train(resume=True)`` continues from the latest.
-    Checkpoints hold the model as ``save_model(model, folder)`` writes it and ``load_model(model, folder)`` reads it
-    back (default: ``save_pretrained`` and :func:`load_saved_weights`); a custom saver needs its loader to resume.
-    Each training row averages the steps since the previous one (a resumed run logs what an uninterrupted one does).
+    ``batch_for_step(step, slot)`` gives micro-batch ``slot`` of a step on the host (slots count over processes:
+    ``process × grad_accum + micro``), a function of its arguments only. ``evaluate(model) -> dict`` runs every
+    ``eval_every`` steps and at the end, in eval mode, without gradients; ``after_evaluation(row)`` returning True
+    stops the run (early stopping). With ``out_dir`` the main process writes ``metrics.jsonl`` and
+    (``checkpoints=True``) a checkpoint every ``save_every`` steps, the model as ``save_model(model, folder)``
+    writes it (default ``save_pretrained``) and ``load_model(model, folder)`` reads it back on ``train(resume=True)``.
+    Each training row averages the steps since the previous one, so a resumed run logs what an uninterrupted one does.
     """
 
-    def __init__(
-        self,
-        model: torch.nn.Module,
-        config: TrainConfig,
-        *,
-        batch_for_step: Callable[[int, int], Batch],
-        compute_loss: Callable[[torch.nn.Module, Batch], tuple[torch.Tensor, dict[str, Any]]],
-        evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
-        after_evaluation: Callable[[dict], bool] | None = None,
-        out_dir: str | os.PathLike | None = None,
-        save_model: Callable[[torch.nn.Module, Path], None] | None = None,
-        load_model: Callable[[torch.nn.Module, Path], None] | None = None,
-        checkpoints: bool = True,
-        eval_split: str = "eval",
-        annotate: Callable[[int], dict] | None = None,
-        progress: bool = True,
-        accelerator=None,
-    ):
-        self.config = config
-        self.accelerator = accelerator or devices.make_accelerator(config.device, config.precision)
-        self.device = self.accelerator.device
-        self.main = self.accelerator.is_main_process
-        self.slots = config.grad_accum * self.accelerator.num_processes
-        self.model = model.float().to(self.device)  # fp32 weights whatever a checkpoint stored; autocast does the rest
-        self.batch_for_step, self.evaluate_fn, self.after_evaluation = batch_for_step, evaluate, after_evaluation
+    def __init__(self, model: torch.nn.Module, config: LoopConfig, *,
+                 batch_for_step: Callable[[int, int], Batch],
+                 loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor],
+                 evaluate: Callable[[torch.nn.Module], dict] | None = None,
+                 after_evaluation: Callable[[dict], bool] | None = None,
+                 out_dir: str | os.PathLike | None = None,
+                 save_model: Callable[[torch.nn.Module, Path], None] | None = None,
+                 load_model: Callable[[torch.nn.Module, Path], None] | None = load_saved_weights,
+                 checkpoints: bool = True, eval_split: str = "eval",
+                 annotate: Callable[[int], dict] | None = None, progress: bool = True,
+                 processes: Processes | None = None):
+        self.config, self.loss_fn, self.batch_for_step = config, loss_fn, batch_for_step
+        self.evaluate_fn, self.after_evaluation = evaluate, after_evaluation
+        self.processes = processes or Processes()
+        self.device = pick_device(config.device) if self.processes.count == 1 else self.processes.state.device
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # cuda:1 means cuda:1 for every kernel, scaler and copy
         self.out_dir = Path(out_dir) if out_dir is not None else None
-        if self.out_dir is not None and self.main:
+        if self.out_dir is not None and self.processes.is_main:
             run_files.check_output_dir(self.out_dir)
         self.save_model = save_model or (lambda m, path: m.save_pretrained(path))
-        self.load_model = load_model or (load_saved_weights if save_model is None else None)
-        self.checkpoints, self.eval_split, self.progress = checkpoints, eval_split, progress
-        self.annotate = annotate or (lambda step: {})
-        self.sdpa = getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa"
-        self.tf32 = devices.enable_tf32() if self.device.type == "cuda" else False
-        fused = {"fused": True} if self.device.type in ("cuda", "cpu") else {}  # one kernel, no per-tensor loop
-        optimizer = torch.optim.AdamW(parameter_groups(self.model, config.weight_decay), lr=config.lr,
-                                      betas=config.betas, eps=config.eps, **fused)
-        self.module, self.optimizer = self.accelerator.prepare(_LossModule(self.model, compute_loss), optimizer)
-        if config.compile:
-            self.module = torch.compile(self.module, dynamic=True)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer.optimizer, linear_schedule(config.warmup_for(config.steps), config.steps))
-        self.description = devices.describe_accelerator(self.accelerator, tf32=self.tf32, compiled=config.compile)
+        self.load_model, self.checkpoints, self.eval_split = load_model, checkpoints, eval_split
+        self.annotate, self.progress = annotate or (lambda step: {}), progress
+        dtype = autocast_dtype(self.device, config.precision)
+        self.tf32 = enable_tf32(self.device)
+        self.model = model.float().to(self.device)  # fp32 weights whatever a checkpoint stored; autocast does the rest
+        self.hardware = Hardware(self.device, dtype, self.processes, seed=config.seed, grad_accum=config.grad_accum)
+        trained = self.processes.wrap(self.model, self.device)
+        self.trained = torch.compile(trained, dynamic=False) if config.compile else trained
+        self._build_optimiser()
+        prefetch = config.prefetch if config.prefetch is not None else self.device.type == "cuda"
+        self.batches = Prefetcher(self._host_batches, pin=self.device.type == "cuda", enabled=prefetch)
+        self.description = (f"{describe(self.device, dtype)}, processes: {self.processes.count}"
+                            + (f", TF32 {'on' if self.tf32 else 'off'}" if self.device.type == "cuda" else "")
+                            + f", torch.compile: {'on' if config.compile else 'off'}")
         self.step, self.metrics, self.stop_requested, self.last_eval_step = 0, [], False, -1
         self._running: dict[str, torch.Tensor] = {}  # sums since the last training row, on the device
-        self._running_n, self._start, self._scale, self._lr = 0, time.perf_counter(), None, config.lr
+        self._running_n, self._start, self._bar, self.tokens = 0, time.perf_counter(), None, 0
+
+    def _build_optimiser(self) -> None:
+        """Fused AdamW (one kernel for all weights) and BERT's schedule, which in fp16 does not count the steps the
+        loss scaler skipped (``self.skipped``, known at logging steps)."""
+        cfg = self.config
+        fused = {"fused": True} if self.device.type in ("cuda", "cpu") else {}
+        optimizer = torch.optim.AdamW(parameter_groups(self.model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas,
+                                      eps=cfg.eps, **fused)
+        factor, self.skipped = linear_schedule(cfg.warmup_for(cfg.steps), cfg.steps), 0
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: factor(step - self.skipped))
+        self.optimizer = self.hardware.wrap_optimizer(optimizer)
+        self.max_grad_norm = cfg.max_grad_norm
+        if self.hardware.scaler is not None and self.max_grad_norm is None:
+            self.max_grad_norm = math.inf  # fp16: the norm is how a skipped step is seen; an infinite bound clips nothing
+
+    def _reschedule(self) -> None:
+        """Set the learning rate the schedule gives now that more skipped steps are known (fp16)."""
+        scheduler = self.scheduler
+        for group, base, factor in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas,
+                                       strict=True):
+            group["lr"] = base * factor(scheduler.last_epoch)
 
     # ---- one step ------------------------------------------------------------------------------------------------
-    def next_batches(self) -> list[Batch]:
-        """This process's micro-batches of the current step, prepared on the host (see :func:`lean_batch`)."""
-        first = self.accelerator.process_index * self.config.grad_accum
-        return [lean_batch(self.batch_for_step(self.step, first + micro), sdpa=self.sdpa)
-                for micro in range(self.config.grad_accum)]
+    def _host_batches(self, step: int) -> list[Batch]:
+        """This process's micro-batches of ``step``, built on the host; an attention mask without padding is left
+        out here, where checking it costs nothing (on a GPU, ``mask.all()`` would wait for the device)."""
+        batches = [self.batch_for_step(step, self.hardware.slot(micro)) for micro in range(self.config.grad_accum)]
+        return [{key: value for key, value in batch.items()
+                 if not (key == "attention_mask" and bool(value.all()))} for batch in batches]
 
-    def train_step(self, batches: list[Batch] | None = None) -> dict[str, Any]:
-        """One optimiser step over ``batches`` (default :meth:`next_batches`); values stay on the device."""
-        cfg, acc = self.config, self.accelerator
-        batches = self.next_batches() if batches is None else batches
-        first = acc.process_index * cfg.grad_accum
-        scale = acc.gradient_accumulation_steps / len(batches)  # accelerate divides by its own count
-        self.module.train()
-        totals: dict[str, Any] = {}
-        for micro, batch in enumerate(batches):
-            torch.manual_seed(dropout_seed(cfg.seed, self.step, first + micro))
-            last = micro == len(batches) - 1
-            with nullcontext() if last else acc.no_sync(self.module):
-                loss, stats = self.module(to_device(batch, self.device))
-                acc.backward(loss * scale)
-            for key, value in {"loss": loss, **stats}.items():
-                value = value.detach().float() if torch.is_tensor(value) else torch.tensor(float(value))
-                totals[key] = totals.get(key, 0.0) + value / len(batches)
-        if cfg.grad_clip is not None:
-            totals["grad_norm"] = acc.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-        totals["lr"] = self.scheduler.get_last_lr()[0]
-        if acc.scaler is not None and self._scale is None:
-            self._scale = acc.scaler.get_scale()  # the scale this step runs at (after a resume, the loaded one)
-        self.optimizer.step()
-        if not self._scaler_skipped():
-            with warnings.catch_warnings():  # with a scaler accelerate wraps optimizer.step; torch takes it for a misuse
-                warnings.filterwarnings("ignore", message="Seems like `optimizer.step", category=UserWarning)
-                self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.step += 1
-        return totals
-
-    def _scaler_skipped(self) -> bool:
-        """fp16: whether the loss scaler skipped this step (an overflow), seen as a lower scale after it.
-
-        Not ``optimizer.step_was_skipped``: with a fused optimizer accelerate reports every step as taken. Reading
-        the scale waits for the GPU once a step, in fp16 (pre-Ampere GPUs) only; bf16 and fp32 have no scaler.
-        """
-        scaler = self.accelerator.scaler
-        if scaler is None or not scaler.is_enabled():
-            return False
-        before, self._scale = self._scale, scaler.get_scale()
-        return self._scale < before
-
-    def run_step(self, batches: list[Batch] | None = None) -> None:
-        """:meth:`train_step`, then the step's logging, evaluation and checkpoint."""
+    def run_step(self) -> None:
+        """One :func:`training_step` on this process's micro-batches, then logging, evaluation and checkpoint."""
         cfg = self.config
-        values = self.train_step(batches)
+        upcoming = self.step + 1 if self.step + 1 < cfg.steps else None
+        host = self.batches.get(self.step, next_step=upcoming)
+        self.tokens += sum(batch["input_ids"].numel() for batch in host)
+        batches = [to_device(batch, self.device) for batch in host]
+        self.hardware.step, self._lr = self.step, self.scheduler.optimizer.param_groups[0]["lr"]
+        values = training_step(self.trained, batches, self.loss_fn, self.optimizer, self.scheduler,
+                               max_grad_norm=self.max_grad_norm, hardware=self.hardware)
+        if self.hardware.scaler is not None:
+            values["skipped_steps"] = (~torch.isfinite(values["grad_norm"])).float()
         for key, value in values.items():
-            if key != "lr":
-                self._running[key] = self._running.get(key, 0.0) + value
-        self._running_n, self._lr = self._running_n + 1, values["lr"]
+            self._running[key] = self._running.get(key, 0.0) + value
+        self._running_n += 1
+        self.step += 1
         if self.step % cfg.log_every == 0 or self.step == cfg.steps:
             self._log_train()
         if self.step % cfg.eval_every == 0 and self.step < cfg.steps:
@@ -298,16 +246,19 @@ class TrainLoop:
 
     def _running_sums(self) -> torch.Tensor:
         """The running sums in the order of ``self._running``, averaged over processes."""
-        sums = torch.stack([torch.as_tensor(value, device=self.device) for value in self._running.values()])
-        if self.accelerator.num_processes > 1:
-            sums = self.accelerator.reduce(sums, reduction="mean")
-        return sums
+        sums = torch.stack([torch.as_tensor(value, device=self.device).float() for value in self._running.values()])
+        return self.processes.mean(sums)
 
     def _log_train(self) -> None:
-        """Read the running means off the device (the only wait of a training step), averaged over processes."""
-        means = (self._running_sums() / self._running_n).tolist()
+        """Read the running sums off the device: the only wait of a training step."""
+        sums = dict(zip(self._running, self._running_sums().tolist(), strict=True))
+        skipped = int(sums.pop("skipped_steps", 0))
+        if skipped:
+            self.skipped += skipped
+            self._reschedule()
         row = {"step": self.step, **self.annotate(self.step), "split": "train",
-               **dict(zip(self._running, means, strict=True)), "lr": self._lr, "seconds": self.seconds()}
+               **{key: value / self._running_n for key, value in sums.items()}, "lr": self._lr,
+               **({"skipped_steps": skipped} if self.hardware.scaler is not None else {}), "seconds": self.seconds()}
         self.log(row)
         self._running, self._running_n = {}, 0
         if self._bar is not None:
@@ -315,15 +266,15 @@ class TrainLoop:
 
     def log(self, row: dict) -> None:
         self.metrics.append(row)
-        if self.out_dir is not None and self.main:
+        if self.out_dir is not None and self.processes.is_main:
             run_files.append_metrics(self.out_dir, row)
 
-    def run_evaluation(self) -> dict[str, float]:
+    def run_evaluation(self) -> dict:
         """``evaluate`` on the plain model (no DDP, not compiled), logged; may request a stop."""
         self.last_eval_step = self.step
         if self.evaluate_fn is None:
             return {}
-        with evaluation_mode(self.model), torch.no_grad(), self.accelerator.autocast():
+        with evaluation_mode(self.model), torch.no_grad(), self.hardware.autocast():
             result = self.evaluate_fn(self.model)
         row = {"step": self.step, **self.annotate(self.step), "split": self.eval_split, **result,
                "seconds": self.seconds()}
@@ -337,54 +288,71 @@ class TrainLoop:
         if minutes is None:
             return False
         late = time.perf_counter() - self._start > 60 * minutes
-        if self.accelerator.num_processes == 1:
+        if self.processes.count == 1:
             return late
         if self.step % self.config.log_every:  # processes agree at logging steps only (a wait)
             return False
-        return bool(self.accelerator.reduce(torch.tensor(float(late), device=self.device), reduction="sum") > 0)
+        return bool(self.processes.mean(torch.tensor(float(late), device=self.device)) > 0)
 
     # ---- the loop ------------------------------------------------------------------------------------------------
     def train(self, *, resume: bool = False) -> TrainResult:
         """Train to ``config.steps`` (or until ``config.minutes`` is spent or a stop is requested)."""
         cfg = self.config
         resumed = self.resume() if resume else False
-        if not resumed and self.out_dir is not None and self.main:
+        if not resumed and self.out_dir is not None and self.processes.is_main:
             run_files.rewrite_metrics(self.out_dir, [])
         self._start = time.perf_counter()
-        self._bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and self.main),
+        self._bar = tqdm(total=cfg.steps, initial=self.step, disable=not (self.progress and self.processes.is_main),
                          desc="training", leave=False)
         out_of_time = False
-        while self.step < cfg.steps and not self.stop_requested:
-            self.run_step()
-            self._bar.update(1)
-            if self._out_of_time():
-                out_of_time = True
-                break
-        self._bar.close()
-        self._bar = None
+        try:
+            while self.step < cfg.steps and not self.stop_requested and not out_of_time:
+                self.run_step()
+                self._bar.update(1)
+                out_of_time = self._out_of_time()
+        finally:
+            self.batches.close()
+            self._bar.close()
+            self._bar = None
         if self._running_n:  # the steps since the last row: a budget or early stop within a logging window
             self._log_train()
         if self.last_eval_step != self.step:
             self.run_evaluation()
         if self.checkpoints and self.out_dir is not None:
             self.save_checkpoint()
-        self.accelerator.wait_for_everyone()
+        self.processes.wait()
         stopped = (out_of_time or self.stop_requested) and self.step < cfg.steps
-        return TrainResult(self.step, stopped, time.perf_counter() - self._start, self.metrics, self.out_dir)
-
-    _bar = None
+        return TrainResult(self.step, stopped, time.perf_counter() - self._start, self.metrics, self.out_dir,
+                           self.tokens)
 
     # ---- checkpoints ---------------------------------------------------------------------------------------------
+    def trainer_state(self, running: dict) -> dict:
+        """What resuming needs besides the weights: tensors, numbers and strings only (``weights_only`` loads it)."""
+        scaler = self.hardware.scaler
+        return {"optimizer": self.scheduler.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else None, "step": self.step,
+                "skipped": self.skipped, "running": running}
+
     def save_checkpoint(self) -> Path:
         """The main process writes ``checkpoint-<step>`` atomically, then points ``latest`` at it."""
         if self.out_dir is None:
             raise ValueError("this loop has no out_dir: pass out_dir=... to save checkpoints")
         final = self.out_dir / f"checkpoint-{self.step}"
-        running = {"sums": dict(zip(self._running, self._running_sums().cpu(), strict=True)) if self._running_n
-                   else {}, "steps": self._running_n}  # every process reduces, the main one writes
-        if self.main:
-            _write_checkpoint(self, final, running)
-        self.accelerator.wait_for_everyone()
+        sums = self._running_sums().cpu() if self._running_n else []  # every process reduces, the main one writes
+        running = {"sums": dict(zip(self._running, sums, strict=True)), "steps": self._running_n}
+        if self.processes.is_main:
+            previous = self.latest_checkpoint()
+
+            def write(folder: Path) -> None:
+                self.save_model(self.model, folder / "model")
+                torch.save(self.trainer_state(running), folder / "trainer_state.pt")
+                run_files.write_json_atomic(folder / "config.json", asdict(self.config))
+
+            write_folder_atomic(final, write)
+            run_files.write_text_atomic(self.out_dir / CHECKPOINT_POINTER, final.name)
+            if previous is not None and previous != final and previous.exists():
+                shutil.rmtree(previous)
+        self.processes.wait()
         return final
 
     def latest_checkpoint(self) -> Path | None:
@@ -392,57 +360,34 @@ class TrainLoop:
             return None
         return self.out_dir / (self.out_dir / CHECKPOINT_POINTER).read_text().strip()
 
-    def trainer_state(self, running: dict | None = None) -> dict:
-        """What resuming needs besides the weights: tensors, numbers and strings only (``weights_only`` loads it)."""
-        scaler = self.accelerator.scaler
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else None, "step": self.step,
-                "running": running or {"sums": {}, "steps": 0}}
-
     def resume(self) -> bool:
         """Load the latest checkpoint in ``out_dir``; False when there is none."""
         checkpoint = self.latest_checkpoint()
         if checkpoint is None:
             return False
-        _check_same_settings(checkpoint, self.config)
+        check_same_settings(checkpoint, self.config)
         if self.load_model is None:
             raise ValueError("this loop saves its model with a custom save_model: pass the matching load_model=... "
                              "to resume from its checkpoints")
         self.load_model(self.model, checkpoint / "model")
         state = torch.load(checkpoint / "trainer_state.pt", map_location=self.device, weights_only=True)
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        if self.accelerator.scaler is not None and state.get("scaler"):
-            self.accelerator.scaler.load_state_dict(state["scaler"])
-        self.step = state["step"]
-        running = state.get("running", {"sums": {}, "steps": 0})  # older checkpoints: a window from here
-        self._running = {key: value.to(self.device) for key, value in running["sums"].items()}
-        self._running_n = running["steps"]
+        if self.hardware.scaler is not None and state["scaler"]:
+            self.hardware.scaler.load_state_dict(state["scaler"])
+        self.step, self.skipped = state["step"], state["skipped"]
+        self._running = {key: value.to(self.device) for key, value in state["running"]["sums"].items()}
+        self._running_n = state["running"]["steps"]
         if self.out_dir is not None and (self.out_dir / run_files.METRICS_FILE).exists():
             self.metrics = [m for m in run_files.read_metrics(self.out_dir) if m["step"] <= self.step]
-            self.accelerator.wait_for_everyone()
-            if self.main:
+            self.processes.wait()
+            if self.processes.is_main:
                 run_files.rewrite_metrics(self.out_dir, self.metrics)
         return True
 
 
-
-def _write_checkpoint(loop: TrainLoop, final: Path, running: dict) -> None:
-    out = loop.out_dir
-    temp = Path(tempfile.mkdtemp(dir=out, prefix=f".{final.name}-"))
-    loop.save_model(loop.model, temp / "model")
-    torch.save(loop.trainer_state(running), temp / "trainer_state.pt")
-    run_files.write_json_atomic(temp / "config.json", asdict(loop.config))
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(temp, final)
-    previous = loop.latest_checkpoint()
-    run_files.write_text_atomic(out / CHECKPOINT_POINTER, final.name)
-    if previous is not None and previous != final and previous.exists():
-        shutil.rmtree(previous)
-
-
-def _check_same_settings(checkpoint: Path, config: TrainConfig) -> None:
+def check_same_settings(checkpoint: Path, config: LoopConfig) -> None:
+    """A resumed run must continue the run it resumes: the same steps, batches, learning rate and seed."""
     saved = json.loads((checkpoint / "config.json").read_text())
     for key in ("steps", "batch_size", "grad_accum", "lr", "seed"):
         if saved[key] != getattr(config, key) and not (key == "lr" and math.isclose(saved[key], config.lr)):
@@ -450,48 +395,3 @@ def _check_same_settings(checkpoint: Path, config: TrainConfig) -> None:
                 f"the checkpoint in {checkpoint} was trained with {key}={saved[key]!r}, not "
                 f"{getattr(config, key)!r}: resume with the same settings or use another --out"
             )
-
-
-def load_saved_weights(model: torch.nn.Module, folder: Path) -> None:
-    """Load what ``model.save_pretrained(folder)`` wrote into ``model`` (tied weights may be left out)."""
-    from safetensors.torch import load_file
-
-    if not (folder / "model.safetensors").exists():
-        raise FileNotFoundError(f"no model.safetensors in {folder}: was it written by save_pretrained?")
-    weights = load_file(folder / "model.safetensors", device=str(next(model.parameters()).device))
-    own, tied = model.state_dict(), set(getattr(model, "_tied_weights_keys", None) or {})
-    reshaped = [k for k, w in weights.items() if k in own and own[k].shape != w.shape]
-    missing, unexpected = ([], []) if reshaped else model.load_state_dict(weights, strict=False)
-    if reshaped or unexpected or [k for k in missing if k not in tied and "decoder.weight" not in k]:
-        raise ValueError(f"the checkpoint in {folder.parent} does not fit this model (other shapes {reshaped[:3]}, "
-                         f"missing {missing[:3]}, unexpected {unexpected[:3]}): use the configuration it was trained with")
-
-
-def cycle_batches(n_examples: int, batch_size: int, seed: int) -> Callable[[int, int], torch.Tensor]:
-    """Indices of the examples in micro-batch ``(step, micro)``: a fresh permutation per epoch, by seed."""
-    check_enough_examples(n_examples, batch_size)
-    per_epoch = n_examples // batch_size
-
-    def indices(step: int, micro: int = 0, grad_accum: int = 1) -> torch.Tensor:
-        epoch, position = divmod(step * grad_accum + micro, per_epoch)
-        order = torch.randperm(n_examples, generator=step_generator(seed, epoch, stream=7))
-        return order[position * batch_size : (position + 1) * batch_size]
-
-    return indices
-
-
-def check_enough_examples(n_examples: int, batch_size: int) -> None:
-    """At least one full batch, or a ValueError saying what to change."""
-    if n_examples < batch_size:
-        raise ValueError(f"only {n_examples} examples for a batch of {batch_size}: use a smaller batch or more data")
-
-
-def epoch_of(step: int, micro: int, grad_accum: int, n_examples: int, batch_size: int) -> int:
-    """The epoch (pass over the examples) that micro-batch ``(step, micro)`` of :func:`cycle_batches` belongs to."""
-    return (step * grad_accum + micro) // (n_examples // batch_size)
-
-
-def iterate_in_batches(n: int, batch_size: int) -> Iterator[slice]:
-    """Slices covering ``range(n)`` in order, for evaluation."""
-    for begin in range(0, n, batch_size):
-        yield slice(begin, min(n, begin + batch_size))

@@ -38,7 +38,7 @@ class Settings:
     finetune_eval_examples: int | None
     word_order_pairs: int | None  # word-order test pairs scored live by zero-shot PLL (None = all 300)
     # 08_ablations
-    ablation_budget: str  # the budget of mlm_course.ablations.BUDGETS that notebook 08 re-runs live
+    ablation_budget: str  # the budget of mlm_course.ablations.TRAINING_BUDGETS that notebook 08 re-runs live
 
     @classmethod
     def full(cls) -> Settings:

@@ -1,0 +1,169 @@
+"""Training-step speed on the CPU: mlm_course.bert.BertMLM vs transformers' BertForMaskedLM, same weights and batches.
+
+    .venv/bin/python benchmarks/bench_bert_training.py           # tiny and small: writes benchmarks/results/bert_training.json
+    .venv/bin/python benchmarks/bench_bert_training.py --quick   # smoke (tiny, 2 repeats); writes only with --out
+
+One step is what the course's pretraining does: forward, ``F.cross_entropy`` over the masked positions (15 %),
+backward, AdamW step, gradients set to None. Candidates, each with its own copy of the same initial weights and its
+own optimizer, on the same batch (32 × 128, no padding, as packed pretraining blocks), dropout 0.1 (the default):
+
+* ``ours_sparse`` — ``BertMLM(ids, mask, positions=...)``: the MLM head only at the masked positions;
+* ``transformers_sparse`` — the same with transformers' own parts: ``model.bert(...)``, then ``model.cls`` on the
+  hidden states at the masked positions (its default SDPA attention);
+* ``transformers_dense`` — ``BertForMaskedLM(..., labels=...).loss``: the head at every position, as most code does;
+* ``ours_dense`` — ours with the head at every position (for information).
+
+fp32, one torch thread. Times are medians of the repeats, the candidates timed in turn each round so a busy machine
+slows all alike, on two clocks: wall time and this process's CPU time (with one thread, what a step costs without
+the waits a shared machine adds; the ratios use it). ``ratio_*`` > 1 means ours is slower. Before timing, the first
+step's loss of each pair is compared in eval mode (no dropout): ``loss_difference_*``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import transformers
+from transformers import BertConfig, BertForMaskedLM
+
+from mlm_course import models
+from mlm_course.bert import BertMLM
+from mlm_course.lab import precision as device
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bert_training.json"
+VOCAB, SEQ_LEN, BATCH, MASK_RATE, DROPOUT = 8192, 128, 32, 0.15, 0.1
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask, labels): random ids, no padding, 15 % of the positions to predict."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, VOCAB, (BATCH, SEQ_LEN), generator=g)
+    labels = torch.where(torch.rand(ids.shape, generator=g) < MASK_RATE, ids, -100)
+    return ids, torch.ones_like(ids), labels
+
+
+def loss_functions(reference: BertForMaskedLM) -> tuple[dict, dict]:
+    """({candidate: its loss on the batch}, {candidate: its model}): each candidate trains its own copy of
+    ``reference``'s weights, so no step sees weights another candidate moved."""
+    ids, mask, labels = batch()
+    flat = labels.flatten()
+    m = {"ours_sparse": BertMLM.from_transformers(reference), "transformers_sparse": copy.deepcopy(reference),
+         "transformers_dense": copy.deepcopy(reference), "ours_dense": BertMLM.from_transformers(reference)}
+
+    def ours_sparse():
+        positions = (flat != -100).nonzero().squeeze(1)
+        return F.cross_entropy(m["ours_sparse"](ids, mask, positions=positions), flat[positions])
+
+    def transformers_sparse():
+        positions = (flat != -100).nonzero().squeeze(1)
+        hidden = m["transformers_sparse"].bert(input_ids=ids, attention_mask=mask).last_hidden_state
+        return F.cross_entropy(m["transformers_sparse"].cls(hidden.flatten(0, 1)[positions]), flat[positions])
+
+    def transformers_dense():
+        return m["transformers_dense"](input_ids=ids, attention_mask=mask, labels=labels).loss
+
+    def ours_dense():
+        return F.cross_entropy(m["ours_dense"](ids, mask).flatten(0, 1), flat)
+
+    fns = {"ours_sparse": ours_sparse, "transformers_sparse": transformers_sparse,
+           "transformers_dense": transformers_dense, "ours_dense": ours_dense}
+    return fns, m
+
+
+def training_step(model: torch.nn.Module, loss_fn):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        loss_fn().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def steps(size: str) -> tuple[dict, dict]:
+    """({candidate: one training step}, {pair: |loss difference| at the first step, eval mode})."""
+    config = BertConfig(**models.CONFIGS[size], vocab_size=VOCAB, max_position_embeddings=SEQ_LEN,
+                        hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT)
+    torch.manual_seed(0)
+    fns, by_name = loss_functions(BertForMaskedLM(config))
+    for model in by_name.values():
+        model.eval()  # no dropout: the first losses must be equal
+    with torch.no_grad():
+        first = {name: fn() for name, fn in fns.items()}
+    difference = {"sparse": abs(float(first["ours_sparse"] - first["transformers_sparse"])),
+                  "dense": abs(float(first["ours_dense"] - first["transformers_dense"]))}
+    for model in by_name.values():
+        model.train()
+    return {name: training_step(by_name[name], fn) for name, fn in fns.items()}, difference
+
+
+def round_robin_medians(candidates: dict, repeats: int) -> tuple[dict[str, float], dict[str, float]]:
+    """(median wall seconds, median CPU seconds) per candidate: :func:`timing.round_robin_medians` on two clocks."""
+    wall: dict[str, list[float]] = {name: [] for name in candidates}
+    cpu: dict[str, list[float]] = {name: [] for name in candidates}
+    for fn in candidates.values():
+        fn()  # warm-up
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            start_wall, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall[name].append(time.perf_counter() - start_wall)
+            cpu[name].append(time.process_time() - start_cpu)
+    return ({name: statistics.median(v) for name, v in wall.items()},
+            {name: statistics.median(v) for name, v in cpu.items()})
+
+
+def bench_size(size: str, repeats: int) -> dict:
+    candidates, difference = steps(size)
+    wall, seconds = round_robin_medians(candidates, repeats)
+    return {
+        "config": {**models.CONFIGS[size], "vocab_size": VOCAB, "dropout": DROPOUT},
+        "batch": [BATCH, SEQ_LEN], "mask_rate": MASK_RATE, "repeats": repeats,
+        "cpu_seconds_per_step": seconds, "wall_seconds_per_step": wall,
+        "tokens_per_cpu_second": {name: BATCH * SEQ_LEN / s for name, s in seconds.items()},
+        "wall_ratio_ours_over_transformers_sparse": wall["ours_sparse"] / wall["transformers_sparse"],
+        "ratio_ours_over_transformers_sparse": seconds["ours_sparse"] / seconds["transformers_sparse"],
+        "ratio_ours_over_transformers_dense": seconds["ours_sparse"] / seconds["transformers_dense"],
+        "ratio_ours_dense_over_transformers_dense": seconds["ours_dense"] / seconds["transformers_dense"],
+        "loss_difference_sparse": difference["sparse"], "loss_difference_dense": difference["dense"],
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny only, 2 repeats")
+    parser.add_argument("--out", type=Path, default=None, help=f"where to write the JSON (full mode: {RESULTS})")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    plan = [("tiny", 2)] if args.quick else [("tiny", 9), ("small", 7)]
+    results = {
+        "task": "one MLM training step (forward, cross-entropy at the masked 15 %, backward, AdamW), fp32, dropout "
+                "0.1, same weights and batch for every candidate",
+        "sizes": {size: bench_size(size, repeats) for size, repeats in plan},
+        "machine": {**device.machine(torch.device("cpu")), "load_average_1min": os.getloadavg()[0]},
+        "transformers": transformers.__version__,
+    }
+    out = args.out or (None if args.quick else RESULTS)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+    for size, r in results["sizes"].items():
+        s = {name: f"{t * 1e3:.0f} ms" for name, t in r["cpu_seconds_per_step"].items()}
+        print(f"{size:>6}: CPU time {s} → ours / transformers sparse = {r['ratio_ours_over_transformers_sparse']:.2f}, "
+              f"ours / transformers dense = {r['ratio_ours_over_transformers_dense']:.2f}; |Δloss| sparse "
+              f"{r['loss_difference_sparse']:.1e}, dense {r['loss_difference_dense']:.1e}; wall-clock ratio sparse "
+              f"{r['wall_ratio_ours_over_transformers_sparse']:.2f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

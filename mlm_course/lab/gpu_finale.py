@@ -1,0 +1,119 @@
+"""Notebook 07's finale: fine-tune the biggest BERT this machine allows, and measure what it costs.
+
+On a GPU (CUDA or Apple's MPS): ``bert-base-uncased`` when it is in the local Hugging Face cache or the hub is
+allowed (``MLM_COURSE_ALLOW_HUB=1``); otherwise the course's BERT at the ``small`` size, pretrained here, on the GPU,
+for a few minutes of the course recipe, then fine-tuned. On a CPU: the small path — the course checkpoint
+fine-tuned briefly — so the notebook runs everywhere and prints the same table. Every row gives tokens/s, the
+model FLOP utilisation (notebook 04's FLOP count ÷ the device's peak) and, for fine-tuning, test accuracy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from mlm_course import bert, models
+from mlm_course.lab import finetune_run, pretrain_run
+from mlm_course.lab.precision import cpu_matmul_tflops, peak_tflops, pick_device
+
+BERT_BASE = "bert-base-uncased"
+
+
+@dataclass(frozen=True)
+class FinaleSizes:
+    """How much the finale trains: the GPU sizes by default; :data:`QUICK` for CI and the unit test."""
+
+    pretrain_size: str = "small"
+    pretrain_minutes: float = 4.0
+    pretrain_batch_size: int = 128
+    max_chars: int | None = None  # pretraining text (None: the whole training split)
+    epochs: int = 2
+    max_steps: int | None = None
+    batch_size: int = 32
+    train_examples: int | None = None
+    eval_examples: int | None = None
+
+
+QUICK = FinaleSizes(pretrain_size="tiny", pretrain_minutes=0.05, pretrain_batch_size=8, max_chars=60_000, epochs=1,
+                    max_steps=6, batch_size=8, train_examples=64, eval_examples=64)
+
+
+def bert_base_folder(allow_hub: bool | None = None) -> str | None:
+    """bert-base-uncased's local folder: from the Hugging Face cache, or downloaded when the hub is allowed."""
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = [try_to_load_from_cache(BERT_BASE, name) for name in ("config.json", "model.safetensors", "vocab.txt")]
+    if all(isinstance(path, str) for path in cached):
+        return str(Path(cached[0]).parent)
+    allow_hub = os.environ.get(models.HUB_ENV_VAR, "") == "1" if allow_hub is None else allow_hub
+    return models.resolve(BERT_BASE, allow_hub=True) if allow_hub else None
+
+
+def utilisation(config, tokens: int, seconds: float, seq_len: int, device: torch.device, *,
+                head_share: float) -> tuple[float, float | None]:
+    """(tokens per second, model FLOP utilisation): training FLOPs (:func:`mlm_course.bert.flops_per_token`) over
+    the device's peak — the dense tensor-core peak of a known GPU, the measured fp32 matmul rate of a CPU."""
+    rate = tokens / seconds
+    if device.type == "cuda":
+        peak = peak_tflops(torch.cuda.get_device_name(device))[0]
+    else:
+        peak = cpu_matmul_tflops() if device.type == "cpu" else None
+    flops = bert.flops_per_token(config, seq_len, training=True, head_share=head_share) * rate
+    return rate, (flops / 1e12 / peak if peak else None)
+
+
+def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple[Path, dict]:
+    """The course's BERT of ``sizes.pretrain_size`` pretrained on ``device`` for ``sizes.pretrain_minutes`` with
+    the course recipe (no dropout, sparse logits, 10 % short sequences, auto precision)."""
+    config = pretrain_run.PretrainConfig(
+        size=sizes.pretrain_size, minutes=sizes.pretrain_minutes, batch_size=sizes.pretrain_batch_size,
+        max_chars=sizes.max_chars, lr=1e-3, warmup_ratio=0.06, dropout=0.0, short_seq_prob=0.1,
+        eval_every=10**6, save_every=10**6, device=str(device), log_every=50)
+    out = work / "pretrained"
+    done = pretrain_run.run(config, out, progress=False, verbose=False)
+    model, train = done.model, done.train
+    rate, mfu = utilisation(model.config, train.tokens, train.seconds, config.seq_len, device,
+                            head_share=config.mask_rate)
+    return out, {"what": f"pretrain course BERT ({sizes.pretrain_size}) from scratch", "device": str(device),
+                 "parameters": models.count_parameters(model)["total"], "steps": train.steps_done,
+                 "minutes": round(train.seconds / 60, 2), "tokens_per_s": round(rate), "mfu": mfu,
+                 "heldout_loss": done.summary["heldout"]["loss"]}
+
+
+def fine_tune(source: str, name: str, device: torch.device, sizes: FinaleSizes, work: Path, *, lr: float) -> dict:
+    """Fine-tune ``source`` for sentiment on ``device``; tokens/s, utilisation and test accuracy."""
+    config = finetune_run.FinetuneConfig(
+        model=source, epochs=sizes.epochs, max_steps=sizes.max_steps, batch_size=sizes.batch_size, lr=lr,
+        train_examples=sizes.train_examples, eval_examples=sizes.eval_examples, device=str(device), patience=None,
+        log_every=50)
+    done = finetune_run.run(config, out_dir=work / "finetuned", progress=False, verbose=False)
+    train = done.train
+    rate, mfu = utilisation(done.model.config, train.tokens, train.seconds, config.max_length, device,
+                            head_share=0.0)
+    return {"what": f"fine-tune {name}", "device": str(device),
+            "parameters": done.summary["parameters"], "steps": train.steps,
+            "minutes": round(train.seconds / 60, 2), "tokens_per_s": round(rate), "mfu": mfu,
+            "test_accuracy": done.summary["test"]["accuracy"], "precision": train.description}
+
+
+def gpu_branch(device: torch.device, work: Path, *, source: str | None, sizes: FinaleSizes = FinaleSizes()) -> list[dict]:
+    """``source`` (bert-base-uncased's folder) fine-tuned; without one, a course BERT pretrained here first."""
+    if source is not None:
+        return [fine_tune(source, BERT_BASE, device, sizes, work, lr=2e-5)]
+    folder, row = pretrain_here(device, sizes, work)
+    return [row, fine_tune(str(folder), "the course BERT pretrained above", device, sizes, work, lr=1e-4)]
+
+
+def run(work: str | os.PathLike, *, device: str | None = None, quick: bool = False) -> dict:
+    """The finale on this machine's best device: the GPU branch on CUDA or MPS, the course checkpoint on a CPU."""
+    work, chosen = Path(work), pick_device(device)
+    sizes = QUICK if quick else FinaleSizes()
+    if chosen.type == "cpu":
+        short = replace(sizes, epochs=1, max_steps=sizes.max_steps or 60)
+        rows = [fine_tune("course", "the course checkpoint", chosen, short, work, lr=5e-4)]
+        return {"device": str(chosen), "branch": "cpu", "rows": rows}
+    source = bert_base_folder()
+    return {"device": str(chosen), "branch": "gpu", "rows": gpu_branch(chosen, work, source=source, sizes=sizes)}

@@ -1,0 +1,153 @@
+"""What the runner adds around the lessons' training step: a device, a precision, several processes.
+
+:class:`Hardware` fills in the hooks of :func:`mlm_course.steps.training_step` (the step itself is never copied):
+
+- ``micro_batch``: each micro-batch's dropout drawn from its own seed (so a resumed run draws what an uninterrupted
+  one draws, and each process draws its own); with several processes, gradients are averaged across them only
+  after the last micro-batch of the step (DDP's ``no_sync`` before it);
+- ``autocast``: the forward pass in bf16 or fp16 where :mod:`~mlm_course.lab.precision` chose one;
+- ``backward`` / ``clip_grad_norm`` and :class:`ScaledOptimizer`: fp16's loss scaling (scale up before backward so
+  small gradients survive fp16, scale back before clipping, skip a step whose gradients overflowed: its gradient
+  norm is not finite, which the runner counts without waiting for the device).
+
+:class:`Processes` is what ``accelerate launch`` (or ``torchrun``) started: accelerate's ``PartialState`` reads the
+launcher's environment and joins the process group; one process without a launcher. :class:`Prefetcher` builds the
+next step's batches on the host while the device computes the current one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from mlm_course.lab.seeds import seed_for
+from mlm_course.steps import Plain
+
+Batch = dict[str, torch.Tensor]
+
+
+class Processes:
+    """The processes of this run: one, or those a launcher started (each with its own share of the batches)."""
+
+    def __init__(self):
+        from accelerate import PartialState
+
+        self.state = PartialState(cpu=not torch.cuda.is_available())  # no GPU: processes join over gloo
+        self.count, self.index = self.state.num_processes, self.state.process_index
+        self.is_main = self.state.is_main_process
+
+    def wait(self) -> None:
+        self.state.wait_for_everyone()
+
+    def mean(self, values: torch.Tensor) -> torch.Tensor:
+        """The mean of ``values`` over the processes (the values themselves with one process)."""
+        if self.count == 1:
+            return values
+        values = values.clone()
+        torch.distributed.all_reduce(values)
+        return values / self.count
+
+    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+        """``model`` itself with one process; DDP (gradients averaged across processes in backward) with several."""
+        if self.count == 1:
+            return model
+        ids = [device.index] if device.type == "cuda" else None
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
+class ScaledOptimizer:
+    """fp16: the optimiser's step through the loss scaler (skipped when the gradients overflowed), then the
+    scaler's update of its scale. Everything else is the wrapped optimiser's."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler):
+        self.optimizer, self.scaler = optimizer, scaler
+
+    def step(self) -> None:
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def __getattr__(self, name: str):
+        return getattr(self.optimizer, name)
+
+
+class Hardware(Plain):
+    """The hooks of :func:`mlm_course.steps.training_step` for ``device``, autocast ``dtype`` (None: fp32) and
+    ``processes``. Set :attr:`step` before each step: it seeds the micro-batches' dropout."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype | None, processes: Processes, *, seed: int,
+                 grad_accum: int):
+        self.device, self.dtype, self.processes, self.seed, self.grad_accum = device, dtype, processes, seed, grad_accum
+        self.scaler = torch.amp.GradScaler(device.type) if dtype is torch.float16 else None
+        self.optimizer: torch.optim.Optimizer | None = None  # fp16: set by the runner, unscaled before clipping
+        self.step = 0
+
+    def slot(self, index: int) -> int:
+        """Micro-batch ``index`` of this process, numbered over all processes."""
+        return self.processes.index * self.grad_accum + index
+
+    def micro_batch(self, model: torch.nn.Module, index: int, count: int):
+        torch.manual_seed(seed_for(self.seed, "dropout", self.step, self.slot(index)))
+        last = index == count - 1
+        return contextlib.nullcontext() if last or self.processes.count == 1 else model.no_sync()
+
+    def autocast(self):
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+
+    def clip_grad_norm(self, parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer):
+        """The optimiser the step should call: ``optimizer`` itself, or through the loss scaler in fp16."""
+        self.optimizer = optimizer
+        return optimizer if self.scaler is None else ScaledOptimizer(optimizer, self.scaler)
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """Tensors onto ``device``; on CUDA from pinned memory without waiting (``non_blocking``)."""
+    if device.type != "cuda":
+        return {key: value.to(device) for key, value in batch.items()}
+    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+
+
+class Prefetcher:
+    """``make(step)`` for the next step built in a background thread while the current step runs.
+
+    ``make`` must depend on the step number only (it does: every draw is seeded by the step), so prefetching never
+    changes what a run trains on. On CUDA the batches are pinned in the thread, so the copy to the GPU does not
+    wait. ``enabled=False`` builds each step's batches when asked, in the calling thread.
+    """
+
+    def __init__(self, make: Callable[[int], list[Batch]], *, pin: bool, enabled: bool = True):
+        self.make, self.pin, self.enabled = make, pin, enabled
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch") if enabled else None
+        self.pending: dict[int, object] = {}
+
+    def _build(self, step: int) -> list[Batch]:
+        batches = self.make(step)
+        if self.pin:
+            batches = [{key: value.pin_memory() for key, value in batch.items()} for batch in batches]
+        return batches
+
+    def get(self, step: int, *, next_step: int | None = None) -> list[Batch]:
+        """The batches of ``step``; starts building ``next_step``'s in the background."""
+        if self.pool is None:
+            return self._build(step)
+        future = self.pending.pop(step, None) or self.pool.submit(self._build, step)
+        if next_step is not None and next_step not in self.pending:
+            self.pending[next_step] = self.pool.submit(self._build, next_step)
+        return future.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pending.clear()

@@ -1,0 +1,303 @@
+"""Pretraining runs: :class:`PretrainConfig` (every setting of ``mlm-course pretrain``, one field per option),
+the batches of each step, :func:`pretrain` (the runner with the masked-LM loss) and :func:`run` (one complete run).
+
+Every random draw of a run comes from its seed (:mod:`mlm_course.lab.seeds`): the blocks of micro-batch
+(step, slot), their short-sequence cuts and masks, and the dropout. A run resumed from a checkpoint therefore reaches
+the weights of an uninterrupted one, and two processes train what one process with two accumulated micro-batches
+trains.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from mlm_course import corpus, models, tokenization
+from mlm_course.lab.batch_order import check_enough_examples, cycle_batches, epoch_of
+from mlm_course.lab.hardware import Processes
+from mlm_course.lab.precision import machine
+from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_atomic
+from mlm_course.lab.runner import InvalidSettings, LoopConfig, OptimiserSettings, TrainLoop, TrainResult
+from mlm_course.lab.seeds import generator_for
+from mlm_course.masking import MaskSpec
+from mlm_course.objective import masked_lm_loss, masked_positions
+from mlm_course.pretraining import (
+    evaluate_masked_lm,
+    frozen_eval_batches,
+    mask_blocks,
+    pack_blocks,
+    shorten_blocks,
+    unigram_baseline,
+)
+
+CORPORA = ("course", "reviews")
+PLAN_FILE, RESULTS_FILE = "plan.json", "results.json"
+Batch = dict[str, torch.Tensor]
+
+
+def _help(text: str, **kwargs) -> dict:
+    return {"metadata": {"help": text}, **kwargs}
+
+
+@dataclass(kw_only=True)
+class PretrainConfig(OptimiserSettings):
+    """Every setting of a pretraining run; each field is the command line's option of the same name
+    (``mask_rate`` is ``--mask-rate``), checked here, before any work (:class:`InvalidSettings`)."""
+
+    size: str | None = field(default=None, **_help("model size: tiny, small or base (default small; with "
+                                                     "--init-from, the saved model's)"))
+    init_from: str | None = field(default=None, **_help("start from this saved model ('course' or a folder): "
+                                                         "continued pretraining"))
+    stack_to: int | None = field(default=None, **_help("with --init-from: grow the model to this many layers first "
+                                                       "(progressive stacking)"))
+    corpus: str = field(default="course", **_help("training text: 'course' (Austen + Wikipedia) or 'reviews' (the "
+                                                  "movie-review train split, for adaptive pretraining)"))
+    max_chars: int | None = field(default=None, **_help("use only this much training text (a tenth as much held-out "
+                                                         "text), for smoke runs"))
+    seq_len: int = field(default=128, **_help("tokens per sequence, [CLS] and [SEP] included"))
+    dropout: float = field(default=0.1, **_help("hidden and attention dropout"))
+    mask_rate: float = field(default=0.15, **_help("share of tokens selected for prediction"))
+    mask_mix: tuple[float, float, float] = field(default=(0.8, 0.1, 0.1), **_help("shares of [MASK], random and "
+                                                                                  "unchanged (sum 1)"))
+    mask_scheme: str = field(default="bernoulli", **_help("'bernoulli' (each token at mask_rate) or 'fixed' "
+                                                          "(round(mask_rate · n) per sequence)"))
+    short_seq_prob: float = field(default=0.0, **_help("probability that a training sequence is cut to a random "
+                                                       "shorter length (BERT's short_seq_prob, 0.1 there)"))
+    static_copies: int | None = field(default=None, **_help("static masking: this many masked copies made once "
+                                                            "(BERT's dupe_factor); default: a fresh mask each step"))
+    sparse_logits: bool = field(default=True, **_help("project only the masked positions to the vocabulary"))
+    steps: int = field(default=1000, **_help("optimiser steps"))
+    minutes: float | None = field(default=None, **_help("wall-clock budget: the step count is calibrated to fit"))
+    eval_every: int = field(default=250, **_help("held-out evaluation every N steps"))
+    save_every: int = field(default=500, **_help("checkpoint every N steps"))
+    lr: float = 1e-3
+    warmup_ratio: float = 0.05
+
+    def __post_init__(self):
+        self.betas, self.mask_mix = tuple(self.betas), tuple(self.mask_mix)
+        problems = self.problems(("steps", "eval_every", "save_every", "max_chars", "static_copies", "stack_to"))
+        problems |= self._mask_problems() | self._model_problems()
+        checks = {"seq_len": (self.seq_len >= 3, "must be ≥ 3 ([CLS], a token, [SEP])"),
+                  "dropout": (0 <= self.dropout < 1, "must be in [0, 1)"),
+                  "short_seq_prob": (0 <= self.short_seq_prob <= 1, "is a probability: it must be in [0, 1]"),
+                  "corpus": (self.corpus in CORPORA, f"must be one of {', '.join(CORPORA)}"),
+                  "minutes": (self.minutes is None or self.minutes > 0, "must be > 0 (or unset: no budget)")}
+        problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
+        if problems:
+            raise InvalidSettings("pretraining", problems)
+
+    def _mask_problems(self) -> dict[str, str]:
+        """The mask rate (a share in (0, 1]: a rate of 0 gives nothing to predict), then the mix and the scheme as
+        :class:`~mlm_course.masking.MaskSpec` checks them."""
+        rate, problems = self.mask_rate, {}
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1:
+            problems["mask_rate"] = f"must be in (0, 1], not {rate!r}"
+        for name in ("mask_mix", "mask_scheme"):
+            try:
+                MaskSpec(**{name: getattr(self, name)})
+            except ValueError as exc:
+                problems[name] = f"is refused: {exc}"
+        return problems
+
+    def _model_problems(self) -> dict[str, str]:
+        problems = {}
+        if self.size is not None and self.size not in models.CONFIGS:
+            problems["size"] = f"{self.size!r} is not a model size: use one of {', '.join(models.CONFIGS)}"
+        elif self.size is not None and self.init_from:
+            problems["size"] = "is the size of the --init-from model: leave it out"
+        if self.stack_to is not None and not self.init_from:
+            problems["stack_to"] = "grows a trained model: give it together with --init-from"
+        return problems
+
+    @property
+    def mask(self) -> MaskSpec:
+        return MaskSpec(mask_rate=self.mask_rate, mask_mix=self.mask_mix, mask_scheme=self.mask_scheme)
+
+    def loop_config(self, **extra) -> LoopConfig:
+        """The runner's settings: the shared ones, the run's length, and ``extra`` recorded with checkpoints."""
+        shared = {f.name: getattr(self, f.name) for f in fields(OptimiserSettings)}
+        return LoopConfig(**shared, steps=self.steps, eval_every=self.eval_every, save_every=self.save_every,
+                          minutes=self.minutes, extra=extra)
+
+
+# ---- the batches of each step ----------------------------------------------------------------------------------
+
+POSITION_BUCKET = 64  # with torch.compile: masked positions padded to a multiple of this (few shapes, no recompiles)
+
+
+def pad_positions(batch: Batch, multiple: int) -> Batch:
+    """``masked_positions`` padded to a multiple of ``multiple`` with position 0 ([CLS], label −100: ignored by
+    the loss), so a compiled model sees a few shapes instead of one per count of masked tokens."""
+    positions = batch["masked_positions"]
+    missing = -len(positions) % multiple
+    return {**batch, "masked_positions": torch.cat([positions, positions.new_zeros(missing)])}
+
+
+def training_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, config: PretrainConfig, *,
+                     slots: int, make_batch: Callable[..., Batch] = mask_blocks) -> Callable[[int, int], Batch]:
+    """``batch_for_step(step, slot)``: the rows of micro-batch ``slot`` of the step (``slots`` per step over all
+    processes), cut short and masked with draws seeded by (step, slot); with ``static_copies``, the rows of the
+    epoch's pre-masked copy. ``make_batch`` (:func:`~mlm_course.pretraining.mask_blocks`'s signature) masks the
+    rows, e.g. with a bug to study."""
+    pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
+
+    def masked(blocks: torch.Tensor, generator: torch.Generator) -> Batch:
+        ids, attention = shorten_blocks(blocks, tokenizer, config.short_seq_prob, generator)
+        return make_batch(ids, tokenizer, config.mask, generator, attention_mask=attention)
+
+    copies = [masked(train_blocks, generator_for(config.seed, "static_masks", copy))
+              for copy in range(config.static_copies or 0)]
+
+    def batch_for_step(step: int, slot: int) -> Batch:
+        rows = pick(step, slot, slots)
+        if copies:
+            epoch = epoch_of(step, slot, slots, len(train_blocks), config.batch_size)
+            batch = {key: value[rows] for key, value in copies[epoch % len(copies)].items() if key != "masked_positions"}
+            batch["masked_positions"] = masked_positions(batch["labels"])
+        else:
+            batch = masked(train_blocks[rows], generator_for(config.seed, "masks", step, slot))
+        if not config.sparse_logits:
+            return {key: value for key, value in batch.items() if key != "masked_positions"}
+        return pad_positions(batch, POSITION_BUCKET) if config.compile else batch
+
+    return batch_for_step
+
+
+def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_blocks: torch.Tensor,
+             eval_blocks: torch.Tensor, config: PretrainConfig, *, out_dir: str | os.PathLike | None = None,
+             resume: bool = False, progress: bool = True, make_batch: Callable[..., Batch] = mask_blocks,
+             processes: Processes | None = None) -> TrainResult:
+    """Masked-LM pretraining of ``model`` on ``train_blocks`` with the settings of ``config``: the runner calls
+    :func:`mlm_course.steps.training_step` with :func:`~mlm_course.objective.masked_lm_loss` every step.
+
+    Held-out scores on ``eval_blocks`` with frozen BERT masks (15 %, 80/10/10, whatever ``config``'s masks are),
+    so runs with different training masks are comparable; every process scores all of them.
+    """
+    check_enough_examples(len(train_blocks), config.batch_size)
+    processes = processes or Processes()
+    slots = config.grad_accum * processes.count
+    eval_batches = frozen_eval_batches(eval_blocks, tokenizer)
+
+    def save(model: torch.nn.Module, folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    loop = TrainLoop(model, config.loop_config(**recorded_settings(config)),
+                     batch_for_step=training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch),
+                     loss_fn=masked_lm_loss, evaluate=lambda m: evaluate_masked_lm(m, eval_batches), out_dir=out_dir,
+                     save_model=save, progress=progress, processes=processes)
+    return loop.train(resume=resume)
+
+
+def recorded_settings(config: PretrainConfig) -> dict:
+    """What checkpoints and results.json record of the data, model and masking settings."""
+    names = ("size", "init_from", "stack_to", "corpus", "max_chars", "seq_len", "dropout", "mask_rate", "mask_mix",
+             "mask_scheme", "short_seq_prob", "static_copies", "sparse_logits")
+    return {name: getattr(config, name) for name in names} | {"mask_mix": list(config.mask_mix)}
+
+
+# ---- one complete run (`mlm-course pretrain`) ----------------------------------------------------------------------
+
+
+def run(config: PretrainConfig, out_dir: str | os.PathLike, *, resume: bool = False, progress: bool = True,
+        verbose: bool = True) -> RunResult:
+    """Build the course tokenizer, the packed text and the model of ``config``, plan the steps, pretrain, and write
+    to ``out_dir``: ``plan.json``, checkpoints, ``metrics.jsonl``, the final model and tokenizer (a transformers
+    folder) and ``results.json`` (held-out scores next to the unigram baseline's, steps, tokens, time).
+
+    Everything is checked and built before anything is written: a bad setting leaves no ``out_dir`` behind. With
+    ``config.minutes`` the step count is calibrated to fit the budget; with ``resume`` the plan of the run in
+    ``out_dir`` is kept and training continues from its latest checkpoint.
+    """
+    out, processes = Path(out_dir), Processes()
+    tokenizer = tokenization.course_tokenizer()
+    train_blocks, eval_blocks = packed_text(config, tokenizer)
+    check_enough_examples(len(train_blocks), config.batch_size)
+    model, name = starting_model(config, tokenizer)
+    config = replace(config, steps=_planned_steps(out, resume, model, tokenizer, train_blocks, config))
+    check_output_dir(out)
+    if processes.is_main:
+        write_json_atomic(out / PLAN_FILE, {"steps": config.steps})
+    if verbose and processes.is_main:
+        print(f"{name}: {models.count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
+              f"{len(eval_blocks):,} held-out sequences of {config.seq_len}; {config.steps:,} steps", flush=True)
+    result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, out_dir=out, resume=resume,
+                      progress=progress, processes=processes)
+    if not processes.is_main:
+        return RunResult(model, tokenizer, result, None)
+    for item in (model, tokenizer):
+        item.save_pretrained(out)
+    summary = _summary(name, model, tokenizer, (train_blocks, eval_blocks), config, result, processes.count)
+    write_json_atomic(out / RESULTS_FILE, summary)
+    return RunResult(model, tokenizer, result, summary)
+
+
+def packed_text(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[torch.Tensor, torch.Tensor]:
+    """(training, held-out) blocks of ``config.seq_len`` tokens; the held-out text is always the course corpus's."""
+    chars = config.max_chars
+    train = (corpus.pretraining_text("train", max_chars=chars) if config.corpus == "course"
+             else corpus.review_training_text(max_chars=chars))
+    heldout = corpus.pretraining_text("heldout", max_chars=chars and max(chars // 10, 1))
+    return pack_blocks([train], tokenizer, config.seq_len), pack_blocks([heldout], tokenizer, config.seq_len)
+
+
+def starting_model(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[torch.nn.Module, str]:
+    """The model to pretrain and its size's name: fresh weights of ``config.size`` (seeded), or the ``init_from``
+    model (stacked to ``stack_to`` layers), in fp32."""
+    if not config.init_from:
+        size = config.size or "small"
+        return models.build_model(size, tokenizer, seed=config.seed, max_length=config.seq_len,
+                                  dropout=config.dropout), size
+    model = models.load_for_training(config.init_from, tokenizer, max_length=config.seq_len, dropout=config.dropout)
+    name = models.size_of(model.config)
+    if config.stack_to:
+        model, name = models.stack_layers(model, config.stack_to), f"{name} stacked to {config.stack_to} layers"
+    return model, name
+
+
+def _planned_steps(out: Path, resume: bool, model, tokenizer, train_blocks, config: PretrainConfig) -> int:
+    """The plan of the run being resumed, else the steps that fit ``config.minutes``, else ``config.steps``."""
+    from accelerate.utils import broadcast_object_list
+
+    if resume and (out / PLAN_FILE).exists():
+        return json.loads((out / PLAN_FILE).read_text())["steps"]
+    if config.minutes is None:
+        return config.steps
+    steps = calibrate_steps(model, tokenizer, train_blocks, config)
+    return broadcast_object_list([steps])[0]  # every process runs the main process's count
+
+
+def calibrate_steps(model, tokenizer, blocks: torch.Tensor, config: PretrainConfig) -> int:
+    """Steps that fit ``config.minutes``, timed on a throw-away copy of the model (8 steps to warm up, then 20)."""
+    probe = replace(config, steps=8, minutes=None, eval_every=10**9, save_every=10**9)
+    probe_model, sample = copy.deepcopy(model), blocks[: probe.batch_size]
+    pretrain(probe_model, tokenizer, blocks, sample, probe, progress=False)
+    start = time.perf_counter()
+    pretrain(probe_model, tokenizer, blocks, sample, replace(probe, steps=20), progress=False)
+    per_step = (time.perf_counter() - start) / 20
+    return max(1, int(60 * config.minutes / per_step * 0.95))
+
+
+def _summary(name: str, model, tokenizer, blocks: tuple[torch.Tensor, torch.Tensor], config: PretrainConfig,
+             result: TrainResult, processes: int) -> dict:
+    """results.json: the last held-out evaluation next to the unigram baseline on the same frozen masks."""
+    train_blocks, eval_blocks = blocks
+    evals = [m for m in result.metrics if m["split"] == "eval"]
+    baseline = unigram_baseline(train_blocks, frozen_eval_batches(eval_blocks, tokenizer), len(tokenizer),
+                                tokenizer.all_special_ids)
+    tokens_per_step = config.batch_size * config.grad_accum * processes * train_blocks.shape[1]
+    return {
+        "config": name, "parameters": models.count_parameters(model), "steps": result.steps_done,
+        "tokens_seen": result.steps_done * tokens_per_step, "processes": processes,
+        "seconds": round(result.seconds, 1), "heldout": evals[-1] if evals else None, "unigram_baseline": baseline,
+        "settings": asdict(config) | {"betas": list(config.betas), "mask_mix": list(config.mask_mix)},
+        "machine": machine(next(model.parameters()).device),
+    }

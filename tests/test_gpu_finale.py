@@ -1,0 +1,71 @@
+"""Notebook 07's finale: the GPU branch's code runs here, on the CPU, with a tiny randomly initialised stand-in for
+bert-base (its vocabulary, its folder layout), so the branch is never dead code; the CPU branch as CI runs it."""
+
+import pytest
+import torch
+from transformers import BertConfig, BertForPreTraining
+
+from mlm_course import tokenization
+from mlm_course.lab import gpu_finale
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture
+def bert_base_shaped(tmp_path):
+    """A BertForPreTraining folder with bert-base-uncased's vocabulary and tokenizer, tiny otherwise."""
+    tokenizer = tokenization.bert_tokenizer()
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    torch.manual_seed(0)
+    folder = tmp_path / "bert-base-uncased"
+    BertForPreTraining(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_the_gpu_branch_fine_tunes_the_given_bert(bert_base_shaped, tmp_path):
+    rows = gpu_finale.gpu_branch(torch.device("cpu"), tmp_path / "work", source=bert_base_shaped,
+                                 sizes=gpu_finale.QUICK)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["what"] == "fine-tune bert-base-uncased" and row["steps"] == gpu_finale.QUICK.max_steps
+    assert 0.0 <= row["test_accuracy"] <= 1.0 and row["tokens_per_s"] > 0
+    assert 0 < row["mfu"] < 1  # against this CPU's measured matmul rate
+    assert (tmp_path / "work" / "finetuned" / "config.json").exists()
+
+
+def test_without_bert_base_the_gpu_branch_pretrains_a_course_bert_first(tmp_path):
+    rows = gpu_finale.gpu_branch(torch.device("cpu"), tmp_path, source=None, sizes=gpu_finale.QUICK)
+    pretrained, finetuned = rows
+    assert pretrained["what"].startswith("pretrain course BERT (tiny)") and pretrained["steps"] >= 1
+    assert pretrained["heldout_loss"] > 0 and finetuned["what"] == "fine-tune the course BERT pretrained above"
+    assert (tmp_path / "pretrained" / "results.json").exists()
+
+
+def test_bert_base_comes_from_the_cache_or_the_hub_only_when_allowed(monkeypatch, tmp_path):
+    import huggingface_hub
+
+    monkeypatch.delenv("MLM_COURSE_ALLOW_HUB", raising=False)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: None)
+    assert gpu_finale.bert_base_folder() is None  # not cached, hub not allowed: the course BERT instead
+    cached = {name: str(tmp_path / name) for name in ("config.json", "model.safetensors", "vocab.txt")}
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: cached[name])
+    assert gpu_finale.bert_base_folder() == str(tmp_path)
+
+
+def test_utilisation_is_flops_over_the_peak():
+    config = BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=256)
+    rate, mfu = gpu_finale.utilisation(config, tokens=10_000, seconds=2.0, seq_len=32, device=torch.device("cpu"),
+                                       head_share=0.0)
+    from mlm_course import bert
+    from mlm_course.lab.precision import cpu_matmul_tflops
+
+    assert rate == 5_000
+    assert mfu == pytest.approx(bert.flops_per_token(config, 32, head_share=0.0) * 5_000 / 1e12 / cpu_matmul_tflops())
+
+
+def test_on_a_cpu_the_finale_fine_tunes_the_course_checkpoint(tmp_path):
+    finale = gpu_finale.run(tmp_path, device="cpu", quick=True)
+    assert finale["branch"] == "cpu" and [row["what"] for row in finale["rows"]] == ["fine-tune the course checkpoint"]

@@ -1,0 +1,119 @@
+"""The training step: what it computes (against transformers' own loss and hand-computed schedules), gradient
+accumulation, clipping, and that it is the one step the package has."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from mlm_course import steps
+from mlm_course.bert_io import transformers_name
+from mlm_course.masking import MaskSpec
+from mlm_course.objective import masked_lm_loss
+from mlm_course.pretraining import mask_blocks, pack_blocks
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mlm_course"
+
+
+@pytest.fixture
+def batch(bert_tok, sample_text):
+    blocks = pack_blocks([sample_text], bert_tok, seq_len=32)[:8]
+    return mask_blocks(blocks, bert_tok, MaskSpec(mask_rate=0.3), torch.Generator().manual_seed(0))
+
+
+def optimiser(model, lr=1e-3, warmup=2, total=20):
+    optimizer = torch.optim.AdamW(steps.parameter_groups(model, 0.01), lr=lr)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, steps.linear_schedule(warmup, total))
+
+
+def test_the_schedule_warms_up_then_decays_to_zero():
+    factor = steps.linear_schedule(warmup_steps=4, total_steps=10)
+    assert [factor(s) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert factor(7) == pytest.approx(0.5) and factor(10) == 0.0 and factor(12) == 0.0
+
+
+def test_no_weight_decay_on_biases_and_layernorms(tiny_model):
+    model = tiny_model()
+    decay, no_decay = steps.parameter_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all(p.ndim == 2 for p in decay["params"]) and decay["weight_decay"] == 0.01
+    assert {names[id(p)] for p in no_decay["params"]} >= {"embeddings.norm.weight", "layers.0.attention.query.bias"}
+    assert no_decay["weight_decay"] == 0.0
+
+
+def test_the_first_step_reports_transformers_loss_and_the_loss_falls(tiny_model, batch):
+    """The step's loss on the course's BERT is BertForMaskedLM's own loss on the same weights and batch; 20 steps
+    on one batch bring it down."""
+    from transformers import BertForMaskedLM
+
+    model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    theirs = BertForMaskedLM(model.config).eval()
+    state = {transformers_name(name): value for name, value in model.state_dict().items()}
+    theirs.load_state_dict(state, strict=False)
+    theirs.tie_weights()
+    with torch.no_grad():
+        expected = theirs(input_ids=batch["input_ids"], labels=batch["labels"]).loss
+    optimizer, scheduler = optimiser(model, lr=3e-3)
+    losses = [float(steps.training_step(model, [batch], masked_lm_loss, optimizer, scheduler)["loss"])
+              for _ in range(20)]
+    assert losses[0] == pytest.approx(float(expected), abs=1e-5)
+    assert losses[-1] < losses[0] - 1.0
+
+
+def test_two_micro_batches_update_like_one_batch_of_both():
+    """Gradient accumulation: the mean losses of two halves, each divided by 2, give the gradient of the whole."""
+    x, y = torch.randn(16, 3, generator=torch.Generator().manual_seed(0)), torch.randn(16, 1)
+
+    def mse(model, part):
+        return torch.nn.functional.mse_loss(model(part["x"]), part["y"])
+
+    def update(parts):
+        torch.manual_seed(1)
+        model = torch.nn.Linear(3, 1)
+        optimizer, scheduler = optimiser(model, lr=0.1, warmup=0, total=5)
+        steps.training_step(model, parts, mse, optimizer, scheduler, max_grad_norm=None)
+        return model.weight.detach()
+
+    whole = update([{"x": x, "y": y}])
+    halves = update([{"x": x[:8], "y": y[:8]}, {"x": x[8:], "y": y[8:]}])
+    torch.testing.assert_close(halves, whole, atol=1e-6, rtol=0)
+
+
+def test_clipping_reports_the_norm_before_and_applies_the_bound():
+    model = torch.nn.Linear(4, 1)
+    x = 100 * torch.ones(8, 4)
+    applied = []
+    optimizer, scheduler = optimiser(model, lr=0.0)
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: applied.append(
+        torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))))
+    out = steps.training_step(model, [{"x": x}], lambda m, b: m(b["x"]).pow(2).mean(), optimizer, scheduler,
+                              max_grad_norm=0.5)
+    model.zero_grad()
+    model(x).pow(2).mean().backward()
+    by_hand = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+    assert float(out["grad_norm"]) == pytest.approx(float(by_hand), rel=1e-6) and float(by_hand) > 0.5
+    assert float(applied[0]) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_after_a_step_the_gradients_are_gone_and_the_schedule_moved(tiny_model, batch):
+    model = tiny_model()
+    optimizer, scheduler = optimiser(model, warmup=4)
+    steps.training_step(model, [batch], masked_lm_loss, optimizer, scheduler)
+    assert all(p.grad is None for p in model.parameters())
+    assert scheduler.last_epoch == 1 and scheduler.get_last_lr()[0] == pytest.approx(1e-3 * 2 / 4)
+    assert model.training
+
+
+def test_grep_finds_one_training_step():
+    """backward() and the optimiser's and schedule's steps are called in steps.py only (the runner's hardware hook
+    calls backward on the scaled loss for it). The exercises are left out: they hold learners' wrong steps to grade
+    (their reference is steps.training_step)."""
+    calls: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        where = path.relative_to(PACKAGE).as_posix()
+        for pattern in (r"\.backward\(", r"optimizer\.step\(\)", r"scheduler\.step\(\)"):
+            if not where.startswith("exercises/") and re.search(pattern, path.read_text()):
+                calls.setdefault(pattern, set()).add(where)
+    assert calls == {r"\.backward\(": {"steps.py", "lab/hardware.py"}, r"optimizer\.step\(\)": {"steps.py"},
+                     r"scheduler\.step\(\)": {"steps.py"}}
