@@ -16,7 +16,6 @@ transformers' eager: the same arithmetic.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -89,10 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": {**device.machine(torch.device("cpu")), "load_average_1min": os.getloadavg()[0]},
         "transformers": transformers.__version__,
     }
-    out = args.out or (None if args.quick else RESULTS)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2) + "\n")
+    timing.save_results(results, args.out, RESULTS, smoke=args.quick)
     for size, r in results["sizes"].items():
         print(f"{size:>6}: ours {r['seconds']['ours'] * 1e3:7.1f} ms, transformers SDPA "
               f"{r['seconds']['transformers_sdpa'] * 1e3:7.1f} ms, eager {r['seconds']['transformers_eager'] * 1e3:7.1f}"

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import statistics
 import time
 from pathlib import Path
 
+import timing  # benchmarks/timing.py (run as a script, this folder is on sys.path)
 import torch
 import torch.nn.functional as F
 import transformers
@@ -152,10 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": {**device.machine(torch.device("cpu")), "load_average_1min": os.getloadavg()[0]},
         "transformers": transformers.__version__,
     }
-    out = args.out or (None if args.quick else RESULTS)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2) + "\n")
+    timing.save_results(results, args.out, RESULTS, smoke=args.quick)
     for size, r in results["sizes"].items():
         s = {name: f"{t * 1e3:.0f} ms" for name, t in r["cpu_seconds_per_step"].items()}
         print(f"{size:>6}: CPU time {s} → ours / transformers sparse = {r['ratio_ours_over_transformers_sparse']:.2f}, "

@@ -212,10 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     print(json.dumps(result, indent=2))
-    out = args.out or (None if args.tiny else RESULTS)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+    timing.save_results(result, args.out, RESULTS, smoke=args.tiny)
     return 0
 
 

@@ -20,7 +20,6 @@ Times are the median of a few repeats (the vectorised candidates timed in turn, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -178,10 +177,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"  {name:42s} {seconds * 1000:10.1f} ms")
     for name, ratio in ratios.items():
         print(f"  speed-up {name:42s} {ratio:8.1f}x")
-    out = args.out or (None if args.quick else RESULTS)
+    out = timing.save_results(result, args.out, RESULTS, smoke=args.quick)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
         print(f"written to {out}")
     return result
 

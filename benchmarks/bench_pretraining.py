@@ -162,10 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": {**devices.machine(device), "date": time.strftime("%Y-%m-%d")},
     }
     print(json.dumps(result, indent=2))
-    out = args.out or (None if args.quick else RESULTS)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+    timing.save_results(result, args.out, RESULTS, smoke=args.quick)
     return result
 
 

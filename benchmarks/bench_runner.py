@@ -13,19 +13,18 @@ uses every core.
 
 from __future__ import annotations
 
-import timing  # noqa: I001
+import argparse
+import json
+import time
+from pathlib import Path
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import timing  # benchmarks/timing.py (run as a script, this folder is on sys.path)
+import torch
 
-import torch  # noqa: E402
-
-from mlm_course import corpus, models, tokenization  # noqa: E402
-from mlm_course.lab.precision import machine  # noqa: E402
-from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
-from mlm_course.pretraining import pack_blocks  # noqa: E402
+from mlm_course import corpus, models, tokenization
+from mlm_course.lab.precision import machine
+from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
+from mlm_course.pretraining import pack_blocks
 
 RESULTS = Path(__file__).resolve().parent / "results" / "runner.json"
 
@@ -56,9 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             "date": time.strftime("%Y-%m-%d")},
     }
     print(json.dumps(document, indent=2))
-    out = args.out or (None if args.quick else RESULTS)
-    if out is not None:
-        out.write_text(json.dumps(document, indent=2) + "\n")
+    timing.save_results(document, args.out, RESULTS, smoke=args.quick)
     return 0
 
 

@@ -6,9 +6,11 @@ Import this module before torch in a benchmark script: :func:`pin_one_gpu` must 
 from __future__ import annotations
 
 import gc
+import json
 import os
 import statistics
 import time
+from pathlib import Path
 
 
 def pin_one_gpu() -> str:
@@ -76,3 +78,13 @@ def round_robin_medians(candidates: dict, repeats: int) -> dict[str, float]:
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(v) for name, v in times.items()}
+
+
+def save_results(result: dict, out: Path | None, default: Path, *, smoke: bool) -> Path | None:
+    """Write ``result`` as JSON to ``out``, else to ``default`` unless this is a smoke run (whose numbers are not
+    kept); returns where it went."""
+    out = out or (None if smoke else default)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+    return out

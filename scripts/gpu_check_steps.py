@@ -80,8 +80,8 @@ def steps(plan: Plan) -> list[Step]:
     bench = [py, "benchmarks/bench_finetune_gpu.py", *placement, *(["--tiny"] if dry else [])]
     tests = work / "cuda_tests.xml"
     return [
-        Step("cuda_tests", [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--confcutdir", "tests/cuda",
-                            "-m", "cuda", "--junitxml", str(tests), "tests/cuda"], 45, result=tests,
+        Step("cuda_tests", [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-m", "cuda",
+                            "--junitxml", str(tests), "tests/cuda"], 45, result=tests,
              summarise=summarise_tests),
         _bench("finetune_bench", bench, work, 40),
         _bench("finetune_bench_batch128", [*bench, "--batch", "16" if dry else "128",
