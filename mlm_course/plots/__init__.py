@@ -38,7 +38,14 @@ from mlm_course.plots.objective import (
     pll_pairs_plot,
     training_loss_curves,
 )
-from mlm_course.plots.pretraining import accuracy_by_frequency, fill_mask_bars, pretraining_curves
+from mlm_course.plots.pretraining import (
+    TIME_TO_LOSS_ABLATIONS,
+    TIME_TO_LOSS_RECIPES,
+    accuracy_by_frequency,
+    fill_mask_bars,
+    pretraining_curves,
+    time_to_loss_curves,
+)
 from mlm_course.plots.style import (
     DTYPE_COLORS,
     OKABE_ITO,
@@ -69,7 +76,8 @@ __all__ = [
     # 05_objective
     "ACTION_METRIC_LABELS", "joint_vs_product", "loss_by_action_bars", "training_loss_curves", "pll_pairs_plot",
     # 06_pretraining
-    "pretraining_curves", "fill_mask_bars", "accuracy_by_frequency",
+    "pretraining_curves", "fill_mask_bars", "accuracy_by_frequency", "TIME_TO_LOSS_RECIPES", "TIME_TO_LOSS_ABLATIONS",
+    "time_to_loss_curves",
     # 07_fine_tuning
     "PAYOFF_MODELS", "confusion_matrix_plot", "finetune_curves", "comparison_dots", "label_efficiency_curves",
     # 08_ablations

@@ -92,3 +92,57 @@ def accuracy_by_frequency(buckets: list[dict], *, title: str = "") -> Figure:
     ax.legend(fontsize=9)
     fig.tight_layout()
     return fig
+
+
+#: How each run of ``benchmarks/bench_time_to_loss.py`` is drawn: (label, colour, line style); the panel it goes in.
+TIME_TO_LOSS_RECIPES = {
+    "course": ("(a) the course's recipe", OKABE_ITO["blue"], "-"),
+    "transformers_tuned": ("(c) Trainer + BertForMaskedLM, the course's lr and schedule", OKABE_ITO["orange"], "-"),
+    "transformers_tuned_lr1e-3": ("(c) at lr 1e-3", OKABE_ITO["orange"], "--"),
+    "transformers_in_course_loop": ("(c)'s model and loss in the course's runner", OKABE_ITO["orange"], ":"),
+    "transformers_defaults": ("(b) Trainer at its defaults", OKABE_ITO["vermillion"], "-"),
+}
+TIME_TO_LOSS_ABLATIONS = {
+    "course": ("(a) the course's recipe", OKABE_ITO["blue"], "-"),
+    "course_full_logits": ("logits at every position", OKABE_ITO["sky blue"], "-"),
+    "course_dropout": ("dropout 0.1", OKABE_ITO["bluish green"], "-"),
+    "course_no_packing": ("no packing (padded paragraphs)", OKABE_ITO["reddish purple"], "-"),
+    "course_short_seq": ("10 % short sequences", "black", "-."),
+    "course_fp32": ("fp32 (no bf16 autocast)", "black", ":"),
+}
+
+
+def _time_to_loss_panel(ax, document: dict, recipes: dict, title: str) -> None:
+    for name, (label, color, style) in recipes.items():
+        run = document["runs"].get(name)
+        if run is None or "curve" not in run:
+            continue
+        points = [p for p in run["curve"] if p["cpu_seconds"] > 0]
+        ax.plot([p["cpu_seconds"] for p in points], [p["loss"] for p in points], style, color=color, lw=1.6,
+                label=label)
+    for target in document["targets"]:
+        ax.axhline(target["loss"], color="#777777", ls="--", lw=0.8)
+        ax.annotate(f"target {target['loss']:.2f}", (1.0, target["loss"]), xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=9,
+                    color="#555555")
+    unigram = document["unigram_baseline"]["loss"]
+    ax.axhline(unigram, color="black", lw=1.0)
+    ax.annotate(f"unigram frequencies {unigram:.2f}", (0.0, unigram), xycoords=("axes fraction", "data"),
+                xytext=(3, -3), textcoords="offset points", va="top", fontsize=9)
+    ax.set_xscale("log")
+    ax.set(xlabel="training CPU-seconds (one thread; log scale)", title=title)
+    ax.legend(fontsize=9, loc="lower left")
+
+
+def time_to_loss_curves(document: dict) -> Figure:
+    """Held-out masked-LM loss against training CPU-seconds (``benchmarks/results/time_to_loss.json``): the
+    recipes (a), (b), (c) on the left, (a) with one of its choices undone at a time on the right; the targets
+    and the unigram baseline as labelled lines. On the log time axis equal horizontal gaps are equal speed-ups."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True)
+    _time_to_loss_panel(left, document, TIME_TO_LOSS_RECIPES, "the course vs transformers")
+    _time_to_loss_panel(right, document, TIME_TO_LOSS_ABLATIONS, "the course's choices, one undone at a time")
+    losses = [p["loss"] for run in document["runs"].values() for p in run.get("curve", []) if p["cpu_seconds"] > 0]
+    left.set_ylim(min(losses) - 0.2, max(losses) + 0.1)
+    left.set_ylabel("held-out masked-token loss (nats)")
+    fig.tight_layout()
+    return fig

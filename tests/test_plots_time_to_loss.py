@@ -1,0 +1,75 @@
+"""plots.time_to_loss_curves: benchmarks/results/time_to_loss.json drawn as held-out loss against CPU-seconds."""
+
+import math
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from mlm_course import plots  # noqa: E402
+from mlm_course.plots.style import OKABE_ITO  # noqa: E402
+
+UNIGRAM = 6.73
+
+
+def curve(floor: float, rate: float, seconds: float = 1800.0) -> list[dict]:
+    """An untrained point at 0 s (9.01 nats), then evaluations every 30 s decaying towards ``floor``."""
+    points = [{"cpu_seconds": 0.0, "step": 0, "loss": 9.01}]
+    for index, t in enumerate(range(30, int(seconds) + 1, 30), start=1):
+        points.append({"cpu_seconds": float(t), "step": index * 10, "loss": floor + (9.0 - floor) * math.exp(-rate * t)})
+    return points
+
+
+@pytest.fixture
+def document() -> dict:
+    runs = {"course": curve(4.5, 0.004), "transformers_tuned": curve(6.0, 0.003),
+            "transformers_defaults": curve(7.3, 0.002), "transformers_in_course_loop": curve(6.0, 0.0032),
+            "course_full_logits": curve(5.0, 0.0025, 900), "course_dropout": curve(4.8, 0.0035, 600)}
+    return {"runs": {name: {"curve": points} for name, points in runs.items()} | {"throughput": {"tokens": 1}},
+            "targets": [{"loss": 7.5, "source": "(b)'s best"}, {"loss": 6.05, "source": "(c)'s best"}],
+            "unigram_baseline": {"loss": UNIGRAM}}
+
+
+def test_one_line_per_run_in_its_panel_with_the_runs_own_points(document):
+    fig = plots.time_to_loss_curves(document)
+    left, right = fig.axes
+    drawn = {ax: {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+             for ax in (left, right)}
+    assert set(drawn[left]) == {plots.TIME_TO_LOSS_RECIPES[n][0] for n in
+                                ("course", "transformers_tuned", "transformers_defaults", "transformers_in_course_loop")}
+    assert set(drawn[right]) == {plots.TIME_TO_LOSS_ABLATIONS[n][0] for n in
+                                 ("course", "course_full_logits", "course_dropout")}
+    course = drawn[left]["(a) the course's recipe"]
+    points = document["runs"]["course"]["curve"][1:]  # 0 s has no place on a log axis
+    assert list(course.get_xdata()) == [p["cpu_seconds"] for p in points]
+    assert list(course.get_ydata()) == [p["loss"] for p in points]
+    assert course.get_color() == OKABE_ITO["blue"] == drawn[right]["(a) the course's recipe"].get_color()
+    assert list(drawn[right]["dropout 0.1"].get_xdata())[-1] == 600.0  # a run that stopped early ends there
+    plt_close(fig)
+
+
+def test_targets_and_the_unigram_line_are_drawn_and_named_in_both_panels(document):
+    fig = plots.time_to_loss_curves(document)
+    for ax in fig.axes:
+        levels = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_label().startswith("_"))
+        assert levels == [6.05, UNIGRAM, 7.5]
+        texts = {text.get_text() for text in ax.texts}
+        assert {"target 7.50", "target 6.05", f"unigram frequencies {UNIGRAM:.2f}"} <= texts
+        assert ax.get_xscale() == "log" and "CPU-seconds" in ax.get_xlabel()
+    assert "loss (nats)" in fig.axes[0].get_ylabel()
+    plt_close(fig)
+
+
+def test_the_figure_obeys_the_course_rules(document):
+    fig = plots.time_to_loss_curves(document)
+    assert plots.figure_rule_violations(fig) == []
+    low, high = fig.axes[0].get_ylim()
+    assert low < 4.5 and high > 9.0  # every curve's range is visible
+    plt_close(fig)
+
+
+def plt_close(fig) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
