@@ -27,7 +27,7 @@ from transformers import BertConfig, BertForMaskedLM
 
 from mlm_course import models
 from mlm_course.bert import BertMLM
-from mlm_course.lab import precision as device
+from mlm_course.lab import precision
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_forward.json"
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     results = {
         "task": "forward pass, fp32, no gradients, eval mode; same weights and padded batch for every candidate",
         "sizes": {size: bench_size(size, batch, length, repeats) for size, batch, length, repeats in plan},
-        "machine": {**device.machine(torch.device("cpu")), "load_average_1min": os.getloadavg()[0]},
+        "machine": {**precision.machine(torch.device("cpu")), "load_average_1min": os.getloadavg()[0]},
         "transformers": transformers.__version__,
     }
     timing.save_results(results, args.out, RESULTS, smoke=args.quick)

@@ -3,9 +3,11 @@
     .venv/bin/python benchmarks/bench_bert_training.py           # tiny and small: writes benchmarks/results/bert_training.json
     .venv/bin/python benchmarks/bench_bert_training.py --quick   # smoke (tiny, 2 repeats); writes only with --out
 
-One step is what the course's pretraining does: forward, ``F.cross_entropy`` over the masked positions (15 %),
-backward, AdamW step, gradients set to None. Candidates, each with its own copy of the same initial weights and its
-own optimizer, on the same batch (32 × 128, no padding, as packed pretraining blocks), dropout 0.1 (the default):
+One step is the course's one training step, :func:`mlm_course.steps.training_step`, with each candidate's loss:
+forward, ``F.cross_entropy`` over the masked positions (15 %), backward, AdamW step (``steps.parameter_groups``),
+the schedule's step (``steps.linear_schedule``), gradients set to None; no clipping, so the step is those lines and
+nothing else. Candidates, each with its own copy of the same initial weights and its own optimizer, on the same batch
+(32 × 128, no padding, as packed pretraining blocks), dropout 0.1 (the default):
 
 * ``ours_sparse`` — ``BertMLM(ids, mask, positions=...)``: the MLM head only at the masked positions;
 * ``transformers_sparse`` — the same with transformers' own parts: ``model.bert(...)``, then ``model.cls`` on the
@@ -34,76 +36,85 @@ import torch.nn.functional as F
 import transformers
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course import models
+from mlm_course import models, steps
 from mlm_course.bert import BertMLM
-from mlm_course.lab import precision as device
+from mlm_course.lab import precision
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_training.json"
-VOCAB, SEQ_LEN, BATCH, MASK_RATE, DROPOUT = 8192, 128, 32, 0.15, 0.1
+VOCAB = 8192
+SEQ_LEN = 128
+BATCH = 32
+MASK_RATE = 0.15
+DROPOUT = 0.1
+LR = 1e-4
+WEIGHT_DECAY = 0.01
 
 
-def batch() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask, labels): random ids, no padding, 15 % of the positions to predict."""
+def batch() -> dict[str, torch.Tensor]:
+    """input_ids, attention_mask, labels: random ids, no padding, 15 % of the positions to predict."""
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, VOCAB, (BATCH, SEQ_LEN), generator=g)
     labels = torch.where(torch.rand(ids.shape, generator=g) < MASK_RATE, ids, -100)
-    return ids, torch.ones_like(ids), labels
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
 
 
-def loss_functions(reference: BertForMaskedLM) -> tuple[dict, dict]:
-    """({candidate: its loss on the batch}, {candidate: its model}): each candidate trains its own copy of
-    ``reference``'s weights, so no step sees weights another candidate moved."""
-    ids, mask, labels = batch()
-    flat = labels.flatten()
-    m = {"ours_sparse": BertMLM.from_transformers(reference), "transformers_sparse": copy.deepcopy(reference),
-         "transformers_dense": copy.deepcopy(reference), "ours_dense": BertMLM.from_transformers(reference)}
-
-    def ours_sparse():
-        positions = (flat != -100).nonzero().squeeze(1)
-        return F.cross_entropy(m["ours_sparse"](ids, mask, positions=positions), flat[positions])
-
-    def transformers_sparse():
-        positions = (flat != -100).nonzero().squeeze(1)
-        hidden = m["transformers_sparse"].bert(input_ids=ids, attention_mask=mask).last_hidden_state
-        return F.cross_entropy(m["transformers_sparse"].cls(hidden.flatten(0, 1)[positions]), flat[positions])
-
-    def transformers_dense():
-        return m["transformers_dense"](input_ids=ids, attention_mask=mask, labels=labels).loss
-
-    def ours_dense():
-        return F.cross_entropy(m["ours_dense"](ids, mask).flatten(0, 1), flat)
-
-    fns = {"ours_sparse": ours_sparse, "transformers_sparse": transformers_sparse,
-           "transformers_dense": transformers_dense, "ours_dense": ours_dense}
-    return fns, m
+def _masked(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the flat positions to predict, their labels)."""
+    flat = batch["labels"].flatten()
+    positions = (flat != -100).nonzero().squeeze(1)
+    return positions, flat[positions]
 
 
-def training_step(model: torch.nn.Module, loss_fn):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step():
-        loss_fn().backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
+def ours_sparse(model: BertMLM, batch: dict) -> torch.Tensor:
+    positions, targets = _masked(batch)
+    return F.cross_entropy(model(batch["input_ids"], batch["attention_mask"], positions=positions), targets)
 
 
-def steps(size: str) -> tuple[dict, dict]:
+def transformers_sparse(model: BertForMaskedLM, batch: dict) -> torch.Tensor:
+    positions, targets = _masked(batch)
+    hidden = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    return F.cross_entropy(model.cls(hidden.flatten(0, 1)[positions]), targets)
+
+
+def transformers_dense(model: BertForMaskedLM, batch: dict) -> torch.Tensor:
+    return model(**batch).loss
+
+
+def ours_dense(model: BertMLM, batch: dict) -> torch.Tensor:
+    return F.cross_entropy(model(batch["input_ids"], batch["attention_mask"]).flatten(0, 1), batch["labels"].flatten())
+
+
+LOSSES = {"ours_sparse": ours_sparse, "transformers_sparse": transformers_sparse,
+          "transformers_dense": transformers_dense, "ours_dense": ours_dense}
+
+
+def candidate_models(reference: BertForMaskedLM) -> dict[str, torch.nn.Module]:
+    """Each candidate's own copy of ``reference``'s weights, so no step sees weights another candidate moved."""
+    return {name: BertMLM.from_transformers(reference) if name.startswith("ours") else copy.deepcopy(reference)
+            for name in LOSSES}
+
+
+def timed_step(model: torch.nn.Module, loss_fn, batch: dict):
+    """One call of :func:`mlm_course.steps.training_step` on ``batch``, with the model's own AdamW and schedule."""
+    optimizer = torch.optim.AdamW(steps.parameter_groups(model, WEIGHT_DECAY), lr=LR)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, steps.linear_schedule(1, 10_000))
+    return lambda: steps.training_step(model, [batch], loss_fn, optimizer, scheduler, max_grad_norm=None)
+
+
+def candidate_steps(size: str) -> tuple[dict, dict]:
     """({candidate: one training step}, {pair: |loss difference| at the first step, eval mode})."""
     config = BertConfig(**models.CONFIGS[size], vocab_size=VOCAB, max_position_embeddings=SEQ_LEN,
                         hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT)
     torch.manual_seed(0)
-    fns, by_name = loss_functions(BertForMaskedLM(config))
-    for model in by_name.values():
-        model.eval()  # no dropout: the first losses must be equal
+    by_name = candidate_models(BertForMaskedLM(config))
+    data = batch()
     with torch.no_grad():
-        first = {name: fn() for name, fn in fns.items()}
+        for model in by_name.values():
+            model.eval()  # no dropout: the first losses must be equal
+        first = {name: loss_fn(by_name[name], data) for name, loss_fn in LOSSES.items()}
     difference = {"sparse": abs(float(first["ours_sparse"] - first["transformers_sparse"])),
                   "dense": abs(float(first["ours_dense"] - first["transformers_dense"]))}
-    for model in by_name.values():
-        model.train()
-    return {name: training_step(by_name[name], fn) for name, fn in fns.items()}, difference
+    return {name: timed_step(by_name[name], loss_fn, data) for name, loss_fn in LOSSES.items()}, difference
 
 
 def round_robin_medians(candidates: dict, repeats: int) -> tuple[dict[str, float], dict[str, float]]:
@@ -123,7 +134,7 @@ def round_robin_medians(candidates: dict, repeats: int) -> tuple[dict[str, float
 
 
 def bench_size(size: str, repeats: int) -> dict:
-    candidates, difference = steps(size)
+    candidates, difference = candidate_steps(size)
     wall, seconds = round_robin_medians(candidates, repeats)
     return {
         "config": {**models.CONFIGS[size], "vocab_size": VOCAB, "dropout": DROPOUT},
@@ -146,10 +157,10 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(1)
     plan = [("tiny", 2)] if args.quick else [("tiny", 9), ("small", 7)]
     results = {
-        "task": "one MLM training step (forward, cross-entropy at the masked 15 %, backward, AdamW), fp32, dropout "
-                "0.1, same weights and batch for every candidate",
+        "task": "one MLM training step, mlm_course.steps.training_step (forward, cross-entropy at the masked 15 %, "
+                "backward, AdamW, no clipping), fp32, dropout 0.1, same weights and batch for every candidate",
         "sizes": {size: bench_size(size, repeats) for size, repeats in plan},
-        "machine": {**device.machine(torch.device("cpu")), "load_average_1min": os.getloadavg()[0]},
+        "machine": {**precision.machine(torch.device("cpu")), "load_average_1min": os.getloadavg()[0]},
         "transformers": transformers.__version__,
     }
     timing.save_results(results, args.out, RESULTS, smoke=args.quick)

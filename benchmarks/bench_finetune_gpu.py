@@ -8,7 +8,7 @@
 
 Same process, one GPU (``CUDA_VISIBLE_DEVICES`` pinned to the first: without a launcher Trainer would spread the
 model over every GPU with DataParallel and process N× the tokens counted), the same random-init weights (one seeded
-``BertForSequenceClassification``, copied into ours), the same synthetic batches (every sequence exactly ``--seq``
+``BertForSequenceClassification``, copied into ours), the same synthetic batches (every sequence exactly ``--seq-len``
 tokens, so no padding and tokens = batch × seq):
 
 * ``ours`` — :func:`mlm_course.lab.finetune_run.fit` on the course's :class:`~mlm_course.bert.BertClassifier`
@@ -51,8 +51,15 @@ from transformers import BertConfig, BertForSequenceClassification  # noqa: E402
 
 from mlm_course import bert, finetune  # noqa: E402
 from mlm_course.bert import BertClassifier  # noqa: E402
-from mlm_course.lab import precision as devices  # noqa: E402
 from mlm_course.lab.finetune_run import FinetuneConfig, fit  # noqa: E402
+from mlm_course.lab.precision import (  # noqa: E402
+    PRECISIONS,
+    autocast_dtype,
+    cuda_has_bf16,
+    peak_tflops,
+    pick_device,
+    precision_name,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "finetune_gpu.json"
 TINY = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 256}
@@ -74,14 +81,14 @@ def synthetic(vocab: int, n: int, seq: int) -> finetune.Encoded:
 
 def our_precision(args) -> str:
     """The precision our loop runs at: bf16, fp16 or fp32."""
-    return devices.precision_name(devices.autocast_dtype(devices.pick_device(args.device), args.precision))
+    return precision_name(autocast_dtype(pick_device(args.device), args.precision))
 
 
 def run_ours(config: BertConfig, data: finetune.Encoded, args, compile_: bool) -> dict:
     timing.free_memory()
     torch._dynamo.reset()
     steps = args.warmup + args.steps
-    settings = FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch, lr=2e-5, warmup_ratio=0.1,
+    settings = FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch_size, lr=2e-5, warmup_ratio=0.1,
                               patience=None, log_every=args.warmup, compile=compile_, precision=args.precision,
                               device=args.device)
     model = BertClassifier.from_transformers(reference(config))
@@ -114,10 +121,10 @@ def run_trainer(config: BertConfig, data: finetune.Encoded, args, precision: str
     options = {}
     if precision is not None:
         options = {"bf16": precision == "bf16", "fp16": precision == "fp16"}
-        if on_gpu and devices.cuda_has_bf16(devices.pick_device(args.device)):
+        if on_gpu and cuda_has_bf16(pick_device(args.device)):
             options["tf32"] = True
     with tempfile.TemporaryDirectory() as tmp:
-        training_args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=args.batch,
+        training_args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=args.batch_size,
                                           max_steps=args.warmup + args.steps, report_to="none", save_strategy="no",
                                           logging_strategy="no", disable_tqdm=True, use_cpu=not on_gpu, **options)
         if training_args.n_gpu > 1:
@@ -140,20 +147,20 @@ def _run_names(text: str) -> tuple[str, ...]:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tiny", action="store_true", help="CPU smoke: tiny model, seq 32, batch 8, a few steps")
-    parser.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 128; tiny 32)")
-    parser.add_argument("--batch", type=int, default=None, help="sequences per step (default 32; tiny 8)")
+    parser.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default 128; tiny 32)")
+    parser.add_argument("--batch-size", type=int, default=None, help="sequences per step (default 32; tiny 8)")
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default 50; tiny 4)")
     parser.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 10; tiny 2)")
     parser.add_argument("--compile", action="store_true", help="also time our loop with torch.compile")
     parser.add_argument("--only", type=_run_names, default=None, metavar="NAME[,NAME]",
                         help=f"time only these runs, of {', '.join(RUNS)}")
-    parser.add_argument("--precision", choices=devices.PRECISIONS, default="auto")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto")
     parser.add_argument("--device", default=None)
     parser.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense peak, for MFU")
     parser.add_argument("--out", type=Path, default=None, help=f"results JSON (default {RESULTS.name} unless --tiny)")
     args = parser.parse_args(argv)
     defaults = (32, 8, 4, 2) if args.tiny else (128, 32, 50, 10)
-    for name, value in zip(("seq", "batch", "steps", "warmup"), defaults, strict=True):
+    for name, value in zip(("seq_len", "batch_size", "steps", "warmup"), defaults, strict=True):
         if getattr(args, name) is None:
             setattr(args, name, value)
     return args
@@ -186,12 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA GPU here: bert-base at seq 128 would take hours on a CPU. Run with --tiny for a smoke test.")
         return 1
     transformers.utils.logging.set_verbosity_error()
-    config = BertConfig(num_labels=2, max_position_embeddings=max(512, args.seq), **(TINY if args.tiny else {}))
-    data = synthetic(config.vocab_size, args.batch * (args.warmup + args.steps), args.seq)
-    tokens = args.batch * args.seq * args.steps
-    per_token = bert.flops_per_token(config, args.seq, training=True, head_share=0.0)
+    config = BertConfig(num_labels=2, max_position_embeddings=max(512, args.seq_len), **(TINY if args.tiny else {}))
+    data = synthetic(config.vocab_size, args.batch_size * (args.warmup + args.steps), args.seq_len)
+    tokens = args.batch_size * args.seq_len * args.steps
+    per_token = bert.flops_per_token(config, args.seq_len, training=True, head_share=0.0)
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-    peak, peak_note = devices.peak_tflops(gpu, args.peak_tflops)
+    peak, peak_note = peak_tflops(gpu, args.peak_tflops)
     precision = our_precision(args)
     runs = timed_runs(args, config, data, precision)
     for run in runs.values():
@@ -201,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         run["seconds"] = round(run["seconds"], 6)  # 4 decimals of a smoke run's 0.03 s would be 0.2 % off
     result = {
         "benchmark": "bert sequence classification, fine-tuning step throughput, one GPU",
-        "model": "tiny (smoke)" if args.tiny else "bert-base (random init)", "seq": args.seq, "batch": args.batch,
+        "model": "tiny (smoke)" if args.tiny else "bert-base (random init)", "seq_len": args.seq_len, "batch_size": args.batch_size,
         "timed_steps": args.steps, "warmup_steps": args.warmup, "tokens_timed": tokens, "our_precision": precision,
         "flops_per_token": per_token, "flops_formula": "mlm_course.bert.flops_per_token(head_share=0): 6·N + "
         "12·L·s·H, N = L·(4H² + 2HI) (no MLM head; embeddings are lookups)", "peak_tflops": peak,

@@ -86,7 +86,10 @@ def loop_bernoulli(rows: list[list[int]], special: set[int], mask_id: int, vocab
     return out_ids, out_labels
 
 
-def main(argv: list[str] | None = None) -> dict:
+SEQ_LEN = 128
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1,000 rows, 3 repeats: a smoke test for CI")
     parser.add_argument("--rows", type=int, default=None)
@@ -95,26 +98,31 @@ def main(argv: list[str] | None = None) -> dict:
                         help="torch threads (default 1: on a shared 2-core machine, 2 threads stall on each other; "
                         "0 = torch's default)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rows = args.rows or (1_000 if args.quick else 10_000)
-    seq_len, repeats = 128, (3 if args.quick else 7)
-    loop_rows = 20 if args.quick else 300
+    args.rows = args.rows or (1_000 if args.quick else 10_000)
+    args.repeats = 3 if args.quick else 7
+    args.loop_rows = 20 if args.quick else 300
+    args.tensor_rows = max(2, args.loop_rows // 10)  # the loop over a tensor is slower still
+    return args
 
-    tok = bert_tokenizer()
-    specials = tok.all_special_ids
+
+def token_ids(tok, rows: int) -> torch.Tensor:
+    """``rows`` × 128 ids: [CLS], random non-special ids, [SEP]; no padding."""
     g = torch.Generator().manual_seed(0)
-    body = torch.randint(999, len(tok), (rows, seq_len - 2), generator=g)
-    ids = torch.cat([torch.full((rows, 1), tok.cls_token_id), body, torch.full((rows, 1), tok.sep_token_id)], 1)
-    special_mask = torch.isin(ids, torch.tensor(specials)).long()
+    body = torch.randint(999, len(tok), (rows, SEQ_LEN - 2), generator=g)
+    return torch.cat([torch.full((rows, 1), tok.cls_token_id), body, torch.full((rows, 1), tok.sep_token_id)], 1)
+
+
+def vectorised_seconds(tok, ids: torch.Tensor, repeats: int) -> dict[str, float]:
+    """Median seconds of ours and transformers' masking, on the tensor and end to end, timed round by round."""
+    g = torch.Generator().manual_seed(0)
+    special_mask = torch.isin(ids, torch.tensor(tok.all_special_ids)).long()
     examples = [{"input_ids": r} for r in ids.tolist()]
     tokens = masking.TokenIds.of(tok)
-    bernoulli, fixed = masking.MaskSpec(), masking.MaskSpec(mask_scheme="fixed")
-
+    bernoulli = masking.MaskSpec()
+    fixed = masking.MaskSpec(mask_scheme="fixed")
     theirs = DataCollatorForLanguageModeling(tok, mlm_probability=0.15, seed=0)
     theirs([examples[0]])  # creates its generator
     ours = MLMCollator(tok, seed=0)
-
     candidates = {
         "ours_bernoulli": lambda: masking.mask_tokens(ids, bernoulli, tokens, generator=g),
         "ours_fixed": lambda: masking.mask_tokens(ids, fixed, tokens, generator=g),
@@ -122,16 +130,15 @@ def main(argv: list[str] | None = None) -> dict:
         "ours_collator_end_to_end": lambda: ours(examples),
         "transformers_collator_end_to_end": lambda: theirs(examples),
     }
-    t = timing.round_robin_medians(candidates, repeats)
+    return timing.round_robin_medians(candidates, repeats)
 
+
+def python_loop_seconds(tok, ids: torch.Tensor, loop_rows: int, tensor_rows: int) -> dict[str, float]:
+    """The per-token Python loops, each timed on a few rows and extrapolated per token to all of ``ids``."""
+    specials = set(tok.all_special_ids)
     subset = ids[:loop_rows].tolist()
     rng = random.Random(0)
-    per_token = seq_len * loop_rows
-    loop_b = median_seconds(lambda: loop_bernoulli(subset, set(specials), tok.mask_token_id, len(tok), rng), 3)
-    tensor_rows = max(2, loop_rows // 10)
-    loop_t = median_seconds(
-        lambda: loop_over_tensor(ids[:tensor_rows], set(specials), tok.mask_token_id, len(tok), g), 3
-    )
+    g = torch.Generator().manual_seed(0)
     vocab_ids = list(range(len(tok)))
 
     def original_port():
@@ -141,12 +148,20 @@ def main(argv: list[str] | None = None) -> dict:
                 is_continuation=lambda _t: False, mask_token=tok.mask_token_id, max_predictions_per_seq=20,
             )
 
-    loop_f = median_seconds(original_port, 3)
-    t["python_loop_bernoulli_extrapolated"] = loop_b / per_token * rows * seq_len
-    t["python_loop_over_tensor_extrapolated"] = loop_t / (seq_len * tensor_rows) * rows * seq_len
-    t["python_loop_original_fixed_extrapolated"] = loop_f / per_token * rows * seq_len
+    per_token = {
+        "python_loop_bernoulli_extrapolated": median_seconds(
+            lambda: loop_bernoulli(subset, specials, tok.mask_token_id, len(tok), rng), 3) / (SEQ_LEN * loop_rows),
+        "python_loop_over_tensor_extrapolated": median_seconds(
+            lambda: loop_over_tensor(ids[:tensor_rows], specials, tok.mask_token_id, len(tok), g), 3)
+        / (SEQ_LEN * tensor_rows),
+        "python_loop_original_fixed_extrapolated": median_seconds(original_port, 3) / (SEQ_LEN * loop_rows),
+    }
+    return {name: seconds * ids.numel() for name, seconds in per_token.items()}
 
-    ratios = {
+
+def speedups(t: dict[str, float]) -> dict[str, float]:
+    """(their time) / (our time) for each comparison: > 1 means ours is faster."""
+    return {
         "bernoulli_vs_transformers_mask_tokens": t["transformers_mask_tokens"] / t["ours_bernoulli"],
         "fixed_vs_transformers_mask_tokens": t["transformers_mask_tokens"] / t["ours_fixed"],
         "collator_vs_transformers_collator": t["transformers_collator_end_to_end"] / t["ours_collator_end_to_end"],
@@ -154,34 +169,46 @@ def main(argv: list[str] | None = None) -> dict:
         "bernoulli_vs_python_loop_on_tensor": t["python_loop_over_tensor_extrapolated"] / t["ours_bernoulli"],
         "fixed_vs_original_python_loop": t["python_loop_original_fixed_extrapolated"] / t["ours_fixed"],
     }
-    result = {
-        "task": f"mask {rows:,} x {seq_len} token ids (15 %, 80/10/10)",
-        "repeats": repeats,
-        "python_loops": f"timed on {loop_rows} rows ({tensor_rows} for the tensor loop), extrapolated per token "
-        f"to {rows:,} rows",
-        "seconds": t,
-        "speedup_ours_over_theirs": ratios,
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(),
-            "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-        },
+
+
+def machine() -> dict:
+    return {
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
     }
-    print(f"{result['task']}; median of {repeats}; loops {result['python_loops']}")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    tok = bert_tokenizer()
+    ids = token_ids(tok, args.rows)
+    t = vectorised_seconds(tok, ids, args.repeats) | python_loop_seconds(tok, ids, args.loop_rows, args.tensor_rows)
+    result = {
+        "task": f"mask {args.rows:,} x {SEQ_LEN} token ids (15 %, 80/10/10)",
+        "repeats": args.repeats,
+        "python_loops": f"timed on {args.loop_rows} rows ({args.tensor_rows} for the tensor loop), extrapolated per token "
+        f"to {args.rows:,} rows",
+        "seconds": t,
+        "speedup_ours_over_theirs": speedups(t),
+        "machine": machine(),
+    }
+    print(f"{result['task']}; median of {args.repeats}; loops {result['python_loops']}")
     for name, seconds in t.items():
         print(f"  {name:42s} {seconds * 1000:10.1f} ms")
-    for name, ratio in ratios.items():
+    for name, ratio in result["speedup_ours_over_theirs"].items():
         print(f"  speed-up {name:42s} {ratio:8.1f}x")
     out = timing.save_results(result, args.out, RESULTS, smoke=args.quick)
     if out is not None:
         print(f"written to {out}")
     return result
-
 
 if __name__ == "__main__":
     main()

@@ -44,18 +44,30 @@ from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Train
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from mlm_course import bert, corpus, tokenization  # noqa: E402
-from mlm_course.lab import precision as devices  # noqa: E402
+from mlm_course.lab.precision import (  # noqa: E402
+    CPU_BF16_FLAGS,
+    PRECISIONS,
+    autocast_dtype,
+    cpu_bf16_speedup,
+    cpu_flags,
+    cpu_matmul_tflops,
+    machine,
+    peak_tflops,
+    pick_device,
+    precision_name,
+)
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
 from mlm_course.models import build_model  # noqa: E402
 from mlm_course.pretraining import pack_blocks  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "pretraining.json"
+QUICK = {"size": "tiny", "steps": 3, "warmup": 1, "batch_size": 4, "seq_len": 32}  # --quick: a smoke run in seconds
 MASK_RATE = 0.15
 
 
 def time_ours(args, tok, blocks, precision: str, sparse: bool) -> float:
     timing.free_memory()
-    model = build_model(args.config, tok, seed=0, max_length=args.seq_len)
+    model = build_model(args.size, tok, seed=0, max_length=args.seq_len)
     steps = args.warmup + args.steps
     config = PretrainConfig(steps=steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=1e-4, warmup_steps=0,
                             eval_every=10**9, save_every=10**9, log_every=args.warmup, device=args.device,
@@ -71,7 +83,7 @@ def time_trainer(args, tok, blocks, precision: str | None) -> float:
     marks: dict[int, float] = {}
     options = {} if precision in (None, "fp32") else {"bf16": precision == "bf16", "fp16": precision == "fp16"}
     with tempfile.TemporaryDirectory() as out:
-        build_model(args.config, tok, seed=0, max_length=args.seq_len).save_pretrained(Path(out) / "model")
+        build_model(args.size, tok, seed=0, max_length=args.seq_len).save_pretrained(Path(out) / "model")
         model = BertForMaskedLM.from_pretrained(Path(out) / "model")
         dataset = [{"input_ids": row} for row in blocks.tolist()]
         targs = TrainingArguments(output_dir=out, per_device_train_batch_size=args.batch_size,
@@ -95,28 +107,29 @@ def peak_gflops(device: torch.device, precision: str) -> tuple[dict[str, float] 
     """(this CPU's measured matmul rates in fp32 and bf16, or None on a GPU; the peak our precision runs against:
     that CPU rate, or the GPU's dense tensor-core peak, None where unknown), in GFLOP/s."""
     if device.type == "cpu":
-        rates = {name: 1e3 * devices.cpu_matmul_tflops(dtype) for name, dtype in
+        rates = {name: 1e3 * cpu_matmul_tflops(dtype) for name, dtype in
                  (("fp32", torch.float32), ("bf16", torch.bfloat16))}
         return rates, rates["bf16" if precision == "bf16" else "fp32"]
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    peak = devices.peak_tflops(gpu)[0]
+    peak = peak_tflops(gpu)[0]
     return None, peak and 1e3 * peak
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="small", help="model size (mlm_course.models.CONFIGS)")
+    parser.add_argument("--size", default="small", help="model size (mlm_course.models.CONFIGS)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per run")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--precision", choices=devices.PRECISIONS, default="auto", help="our loop's precision")
+    parser.add_argument("--precision", choices=PRECISIONS, default="auto", help="our loop's precision")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: the best available)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes for a smoke run; writes only with --out")
     parser.add_argument("--out", type=Path, default=None, help=f"results JSON (default {RESULTS.name} unless --quick)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.config, args.steps, args.warmup, args.batch_size, args.seq_len = "tiny", 3, 1, 4, 32
+        for name, value in QUICK.items():
+            setattr(args, name, value)
     return args
 
 
@@ -129,7 +142,7 @@ def timed_runs(args, tok, blocks, precision: str, device: torch.device) -> dict[
         "trainer_defaults": time_trainer(args, tok, blocks, None),
         "trainer_same_precision": time_trainer(args, tok, blocks, precision),
     }
-    if device.type == "cpu" and precision == "fp32" and devices.cpu_flags() & set(devices.CPU_BF16_FLAGS):
+    if device.type == "cpu" and precision == "fp32" and cpu_flags() & set(CPU_BF16_FLAGS):
         seconds["ours_bf16"] = time_ours(args, tok, blocks, "bf16", sparse=True)
     return seconds
 
@@ -139,15 +152,15 @@ def main(argv: list[str] | None = None) -> dict:
     hf_logging.set_verbosity_error()
     tok = tokenization.course_tokenizer()
     blocks = pack_blocks([corpus.pretraining_text("train", max_chars=2_000_000)], tok, args.seq_len)
-    device = devices.pick_device(args.device)
-    precision = devices.precision_name(devices.autocast_dtype(device, args.precision))
+    device = pick_device(args.device)
+    precision = precision_name(autocast_dtype(device, args.precision))
     tokens = args.steps * args.batch_size * args.seq_len
     seconds = timed_runs(args, tok, blocks, precision, device)
-    config = build_model(args.config, tok, max_length=args.seq_len).config
+    config = build_model(args.size, tok, max_length=args.seq_len).config
     cpu_peaks, our_peak = peak_gflops(device, precision)
     ours_gflops = achieved_gflops(config, args.seq_len, tokens, seconds["ours"], sparse=True)
     result = {
-        "config": args.config, "timed_steps": args.steps, "warmup_steps": args.warmup, "batch_size": args.batch_size,
+        "config": args.size, "timed_steps": args.steps, "warmup_steps": args.warmup, "batch_size": args.batch_size,
         "seq_len": args.seq_len, "device": device.type, "our_precision": precision,
         "tokens_per_second": {k: round(tokens / v) for k, v in seconds.items()},
         "speedup_vs_trainer_defaults": round(seconds["trainer_defaults"] / seconds["ours"], 2),
@@ -155,11 +168,11 @@ def main(argv: list[str] | None = None) -> dict:
         "speedup_fp32_vs_trainer_defaults": round(seconds["trainer_defaults"] / seconds["ours_fp32"], 2),
         "sparse_vs_full_logits": round(seconds["ours_full_logits"] / seconds["ours"], 2),
         "cpu_matmul_peak_gflops": cpu_peaks and {k: round(v, 1) for k, v in cpu_peaks.items()},
-        "cpu_bf16_speedup_probe": round(devices.cpu_bf16_speedup(), 2) if device.type == "cpu" else None,
+        "cpu_bf16_speedup_probe": round(cpu_bf16_speedup(), 2) if device.type == "cpu" else None,
         "ours_achieved_gflops": round(ours_gflops, 1),
         "fraction_of_peak": round(ours_gflops / our_peak, 3) if our_peak else None,
         "flops_formula": "mlm_course.bert.flops_per_token(config, seq_len, head_share=0.15)",
-        "machine": {**devices.machine(device), "date": time.strftime("%Y-%m-%d")},
+        "machine": {**machine(device), "date": time.strftime("%Y-%m-%d")},
     }
     print(json.dumps(result, indent=2))
     timing.save_results(result, args.out, RESULTS, smoke=args.quick)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 from mlm_course import finetune
 from mlm_course.masking import MaskSpec
 from mlm_course.models import evaluation_mode
+from mlm_course.statistics import holm, mean_interval, paired_t
 
 FAMILIES = ("mix", "rate", "static")
 
@@ -45,26 +45,27 @@ RATES = (0.15, 0.30, 0.40, 0.60)
 
 @dataclass(frozen=True)
 class Variant:
-    """One pretraining recipe of the grid. ``mix`` is (MASK, RANDOM, SAME) as in :mod:`mlm_course.masking`."""
+    """One pretraining recipe of the grid, its settings named as ``mlm-course pretrain`` names them: ``mask_mix`` is
+    (MASK, RANDOM, SAME) as in :mod:`mlm_course.masking`."""
 
     family: str
     label: str
-    rate: float = 0.15
-    mix: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    mask_rate: float = 0.15
+    mask_mix: tuple[float, float, float] = (0.8, 0.1, 0.1)
     static_copies: int | None = None  # None: dynamic masking
     small_data: bool = False  # pretrain on the budget's small slice of the corpus (many epochs)
 
     @property
     def spec(self) -> MaskSpec:
-        return MaskSpec(mask_rate=self.rate, mask_mix=self.mix)
+        return MaskSpec(mask_rate=self.mask_rate, mask_mix=self.mask_mix)
 
     @property
     def key(self) -> str:
         """Folder name of the run; variants of different families that train identically share it."""
-        mix = "-".join(f"{round(100 * share)}" for share in self.mix)
+        mix = "-".join(f"{round(100 * share)}" for share in self.mask_mix)
         masking = f"static{self.static_copies}" if self.static_copies else "dynamic"
         data = "-small" if self.small_data else ""
-        return f"rate{round(100 * self.rate)}-mix{mix}-{masking}{data}"
+        return f"rate{round(100 * self.mask_rate)}-mix{mix}-{masking}{data}"
 
 
 def table8_label(mask: int, same: int, random: int) -> str:
@@ -81,9 +82,9 @@ def variants(families: Sequence[str] = FAMILIES, static_copies: int = 1) -> list
     if "mix" in families:
         for row in PAPER_TABLE8:
             mix = (row["mask"] / 100, row["random"] / 100, row["same"] / 100)
-            grid.append(Variant("mix", table8_label(row["mask"], row["same"], row["random"]), mix=mix))
+            grid.append(Variant("mix", table8_label(row["mask"], row["same"], row["random"]), mask_mix=mix))
     if "rate" in families:
-        grid += [Variant("rate", f"{round(100 * rate)} %", rate=rate) for rate in RATES]
+        grid += [Variant("rate", f"{round(100 * rate)} %", mask_rate=rate) for rate in RATES]
     if "static" in families:
         grid += [Variant("static", "dynamic", small_data=True),
                  Variant("static", f"static ({static_copies} mask{'s' if static_copies > 1 else ''})",
@@ -93,10 +94,10 @@ def variants(families: Sequence[str] = FAMILIES, static_copies: int = 1) -> list
 
 @dataclass(frozen=True)
 class Budget:
-    """How much each run of the grid trains and how it is measured."""
+    """How much each run of the grid trains and how it is measured (``size``: the model size, as ``--size``)."""
 
     name: str
-    model: str = "tiny"
+    size: str = "tiny"
     steps: int = 600
     batch_size: int = 32
     seq_len: int = 64
@@ -168,28 +169,6 @@ def feature_probe(encoder: torch.nn.Module, sentiment: dict[str, finetune.Encode
     return {"dev_accuracy": dev, "test_accuracy": float(probe.score(x["test"], y["test"])), "C": c}
 
 
-def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Mean of the per-seed ``values`` and the half-width of its two-sided ``confidence`` t-interval
-    (n − 1 degrees of freedom; nan for a single value)."""
-    from scipy import stats
-
-    values = [float(v) for v in values]
-    if not values:
-        raise ValueError("no values: pass the per-seed results of at least one run.")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence={confidence}: use a probability between 0 and 1, e.g. 0.95.")
-    if len(values) == 1:
-        return values[0], math.nan
-    mean, std = mean_std(values)
-    return mean, float(stats.t.ppf((1 + confidence) / 2, len(values) - 1)) * std / math.sqrt(len(values))
-
-
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (0 for a single value)."""
-    values = list(values)
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-
-
 METRICS: dict[str, Callable[[dict], float]] = {
     "heldout_loss": lambda row: row["heldout"]["loss"],
     "heldout_top1": lambda row: row["heldout"]["top1"],
@@ -213,7 +192,8 @@ def _measured(get: Callable[[dict], float], runs: Sequence[dict]) -> list[float]
 
 
 def summarise(rows: Sequence[dict], budget: Budget, families: Sequence[str] = FAMILIES) -> list[dict]:
-    """One line per variant of the grid: every metric's per-seed ``values`` and their (mean, std)."""
+    """One line per variant of the grid: every metric's per-seed ``values`` and their (mean, half-width of the 95 %
+    t-interval), :func:`mlm_course.statistics.mean_interval`."""
     by_key: dict[str, list[dict]] = {}
     for row in rows:
         by_key.setdefault(row["key"], []).append(row)
@@ -221,12 +201,32 @@ def summarise(rows: Sequence[dict], budget: Budget, families: Sequence[str] = FA
     for variant in variants(families, static_copies=budget.static_copies):
         runs = by_key.get(variant.key, [])
         line = {"family": variant.family, "label": variant.label, "key": variant.key, "seeds": len(runs),
-                "rate": variant.rate, "mix": list(variant.mix), "static_copies": variant.static_copies}
+                "mask_rate": variant.mask_rate, "mask_mix": list(variant.mask_mix),
+                "static_copies": variant.static_copies}
         line["values"] = {name: _measured(get, runs) for name, get in METRICS.items()}
         for name, values in line["values"].items():
-            line[name] = mean_std(values) if values else (math.nan, math.nan)
+            line[name] = mean_interval(values) if values else (math.nan, math.nan)
         lines.append(line)
     return lines
+
+
+def against_reference(rows: Sequence[dict], reference: str, keys: Sequence[str], metrics: Sequence[str]) -> list[dict]:
+    """Each variant of ``keys`` against the ``reference`` variant on each of ``metrics`` (names of :data:`METRICS`),
+    paired by seed — seed k of every variant starts from the same weights and reads the same data order — with
+    :func:`mlm_course.statistics.paired_t`, and Holm's correction over all of them (one family)."""
+    by_seed = {(row["key"], row["seed"]): row for row in rows}
+    tests = []
+    for key in keys:
+        seeds = sorted(s for k, s in by_seed if k == key and (reference, s) in by_seed)
+        for metric in metrics:
+            get = METRICS[metric]
+            pairs = [(get(by_seed[key, s]), get(by_seed[reference, s])) for s in seeds]
+            result = paired_t([a for a, _ in pairs], [b for _, b in pairs])
+            tests.append({"key": key, "reference": reference, "metric": metric, **result})
+    p_values = [1.0 if math.isnan(t["p"]) else t["p"] for t in tests]  # identical on every seed: no evidence
+    for test, decision in zip(tests, holm(p_values), strict=True):
+        test.update(adjusted_p=decision.adjusted_p, detected=decision.rejected)
+    return tests
 
 
 def load_results(path: str | Path) -> dict:
@@ -237,8 +237,17 @@ def load_results(path: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _mean_pm(values: Sequence[float], digits: int, scale: float = 1) -> str:
+    """``values`` × ``scale`` as "mean ± half-width of the 95 % t-interval"; the mean alone for one seed."""
+    if not values:
+        return "–"
+    mean, half = mean_interval([scale * v for v in values])
+    return f"{mean:.{digits}f}" if math.isnan(half) else f"{mean:.{digits}f} ± {half:.{digits}f}"
+
+
 def summary_table(document: dict, family: str) -> str:
-    """A plain-text table of one family's mean ± std (and, for ``mix``, the paper's numbers beside them)."""
+    """A plain-text table of one family's mean ± half-width of the 95 % t-interval over seeds (and, for ``mix``, the
+    paper's numbers beside them)."""
     lines = [line for line in document["summary"] if line["family"] == family]
     paper = {table8_label(r["mask"], r["same"], r["random"]): r for r in document.get("paper_table8", [])}
     head = f"{'variant':<18}{'seeds':>6}{'held-out loss':>18}{'fine-tune acc':>18}{'probe acc':>18}"
@@ -248,8 +257,7 @@ def summary_table(document: dict, family: str) -> str:
     for line in lines:
         cells = [f"{line['label']:<18}{line['seeds']:>6}"]
         for name, digits, scale in (("heldout_loss", 3, 1), ("finetune_acc", 1, 100), ("probe_acc", 1, 100)):
-            mean, std = line[name]
-            cells.append(f"{f'{scale * mean:.{digits}f} ± {scale * std:.{digits}f}':>18}")
+            cells.append(f"{_mean_pm(line['values'][name], digits, scale):>18}")
         if family == "mix" and line["label"] in paper:
             p = paper[line["label"]]
             cells.append(f"{p['mnli']:>12.1f}{p['ner_finetune']:>8.1f}{p['ner_feature']:>8.1f}")
@@ -258,16 +266,15 @@ def summary_table(document: dict, family: str) -> str:
 
 
 def by_action_table(document: dict, family: str) -> str:
-    """Held-out loss by what the frozen 80/10/10 evaluation did at each position: mean ± std over the seeds."""
+    """Held-out loss by what the frozen 80/10/10 evaluation did at each position: mean ± half-width of the 95 %
+    t-interval over the seeds."""
     names = (("all", "heldout_loss"), ("[MASK] (80 %)", "heldout_loss_mask"),
              ("random (10 %)", "heldout_loss_random"), ("unchanged (10 %)", "heldout_loss_unchanged"))
     out = [f"{'variant':<12}{'seeds':>6}" + "".join(f"{title:>18}" for title, _ in names)]
     for line in (line for line in document["summary"] if line["family"] == family):
         cells = [f"{line['label']:<12}{len(line['values']['heldout_loss_mask']):>6}"]
         for _, name in names:
-            values = line["values"][name]
-            mean, std = mean_std(values) if values else (math.nan, math.nan)
-            cells.append(f"{f'{mean:.3f} ± {std:.3f}':>18}")
+            cells.append(f"{_mean_pm(line['values'][name], 3):>18}")
         out.append("".join(cells))
     return "\n".join(out)
 

@@ -1,7 +1,8 @@
 """Writing files and folders so that a reader — or a run killed half-way — never sees half of one: everything is
 written under a temporary name beside its place, then renamed over it (a rename within one file system is atomic).
 The one implementation of it, for the model folders :mod:`mlm_course.bert_io` writes and the run files of
-:mod:`mlm_course.lab.run_files`.
+:mod:`mlm_course.lab.run_files`. It sits with the lessons because ``save_pretrained`` in :mod:`mlm_course.bert_io`
+needs it, and lessons never import the machinery.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from mlm_course.masking import MaskSpec, TokenIds, mask_tokens
+from mlm_course.masking import IGNORE_INDEX, MaskSpec, TokenIds, mask_tokens
 from mlm_course.whole_word import continuation_lookup, word_starts
 
 
@@ -36,6 +36,27 @@ def pad_rows(rows: Sequence[Any], fill: int, *, length: int | None = None, multi
     return out, real
 
 
+def worker_seed(seed: int, worker_id: int) -> int:
+    """The seed of DataLoader worker ``worker_id`` of a collator seeded ``seed``: numpy's ``SeedSequence`` hashes the
+    pair, so no two pairs share a stream (``seed + worker_id`` would give seed 0's worker 1 seed 1's worker 0)."""
+    return int(np.random.SeedSequence([seed, worker_id]).generate_state(1, np.uint64)[0])
+
+
+#: example fields padded to the batch's length (name: padding value); ``special_tokens_mask`` is only read
+PADDED = {"attention_mask": 0, "token_type_ids": 0, "special_tokens_mask": 1}
+#: example fields read or replaced here and not passed on (the collator makes ``labels`` itself)
+NOT_PASSED = ("input_ids", "special_tokens_mask", "word_ids", "offset_mapping", "labels")
+
+
+def stack_field(name: str, values: Sequence[Any]) -> torch.Tensor:
+    """One value per example (a number, or a list / array / tensor of one shape) stacked into (batch, ...)."""
+    try:
+        return torch.stack([torch.as_tensor(v) for v in values])
+    except (TypeError, RuntimeError, ValueError) as exc:
+        raise ValueError(f"the examples' {name!r} values do not stack into one tensor ({exc}): give every example "
+                         f"a number or a list of numbers of one length, or leave {name!r} out.") from None
+
+
 class MLMCollator:
     """Pad a list of examples and mask them as ``spec`` says: a drop-in for ``DataCollatorForLanguageModeling``.
 
@@ -44,11 +65,13 @@ class MLMCollator:
     (1 = never select: like transformers' collator; a position it marks beyond the tokenizer's special ids is
     treated as padding by masking, also in the fixed count), ``word_ids`` (None/-1 for specials), or plain id
     sequences. Returns ``{"input_ids", "attention_mask", "labels"}`` (+ ``token_type_ids`` if given), right-padded
-    to the longest example (rounded up to ``pad_to_multiple_of``). ``whole_word=True`` uses ``word_ids`` when
+    to the longest example (rounded up to ``pad_to_multiple_of``); other fields (``next_sentence_label``, ...) are
+    stacked and passed on, as transformers' collator does (``labels``, ``offset_mapping`` are not). A batch with no
+    token to mask (only special tokens) gets labels of all -100. ``whole_word=True`` uses ``word_ids`` when
     examples have them, else the tokenizer's ``##`` pieces. With ``transformers.Trainer`` set
     ``remove_unused_columns=False`` if examples carry ``word_ids`` / ``special_tokens_mask`` (Trainer drops keys
-    the model does not take). ``seed`` gives a reproducible stream (one generator per process, seeded
-    ``seed + worker id`` in DataLoader workers); ``generator`` uses yours; neither = torch's global RNG.
+    the model does not take). ``seed`` gives a reproducible stream (one generator per process; in a DataLoader
+    worker seeded :func:`worker_seed`); ``generator`` uses yours; neither = torch's global RNG.
     """
 
     def __init__(
@@ -78,7 +101,7 @@ class MLMCollator:
             return None
         if self._seeded is None or self._seeded_pid != os.getpid():
             info = torch.utils.data.get_worker_info()
-            self._seeded = torch.Generator().manual_seed(self.seed + (info.id if info is not None else 0))
+            self._seeded = torch.Generator().manual_seed(self.seed if info is None else worker_seed(self.seed, info.id))
             self._seeded_pid = os.getpid()
         return self._seeded
 
@@ -93,14 +116,24 @@ class MLMCollator:
         ids, real = pad_rows(rows, self.pad_token_id, multiple=self.pad_to_multiple_of)  # floats are refused later
         length = ids.shape[1]
         out = {"input_ids": ids, "attention_mask": real.long()}
-        fields = {"attention_mask": 0, "token_type_ids": 0, "special_tokens_mask": 1}  # name: padding value
-        for name, fill in fields.items() if as_dicts else ():
+        for name, fill in PADDED.items() if as_dicts else ():
             if name in examples[0]:
                 out[name] = pad_rows([e[name] for e in examples], fill, length=length, dtype=torch.long)[0]
         if as_dicts and self.spec.whole_word and "word_ids" in examples[0]:
             rows_w = [[-1 if w is None else w for w in e["word_ids"]] for e in examples]
             out["word_ids"] = pad_rows(rows_w, -1, length=length, dtype=torch.long)[0]
         return out
+
+    @staticmethod
+    def _passed_on(examples: Sequence[Any]) -> dict[str, torch.Tensor]:
+        """The fields the collator does not use (``next_sentence_label``, ...), stacked, as transformers does."""
+        if not isinstance(examples[0], Mapping):
+            return {}
+        names = [name for name in examples[0] if name not in PADDED and name not in NOT_PASSED]
+        for name in names:
+            if any(name not in e for e in examples):
+                raise ValueError(f"only some examples have {name!r}: give it to every example or to none.")
+        return {name: stack_field(name, [e[name] for e in examples]) for name in names}
 
     def _word_starts(self, padded: dict[str, torch.Tensor]) -> torch.Tensor | None:
         if not self.spec.whole_word:
@@ -117,10 +150,16 @@ class MLMCollator:
         if "special_tokens_mask" in padded:  # positions it marks beyond the special ids: not for masking
             marked = padded["special_tokens_mask"].bool() & ~torch.isin(ids, self._special_ids)
             real = attention.bool() & ~marked
-        masked = mask_tokens(ids, self.spec, self.tokens, attention_mask=real,
-                             word_starts=self._word_starts(padded), generator=self._rng())
-        batch = {"input_ids": masked.input_ids, "attention_mask": attention, "labels": masked.labels}
-        return batch | ({"token_type_ids": padded["token_type_ids"]} if "token_type_ids" in padded else {})
+        passed_on = self._passed_on(examples)
+        integer = ids.dtype == torch.long  # pad_rows makes integer rows int64; mask_tokens refuses other ids
+        if not integer or (real.bool() & ~torch.isin(ids, self._special_ids)).any():
+            masked = mask_tokens(ids, self.spec, self.tokens, attention_mask=real,
+                                 word_starts=self._word_starts(padded), generator=self._rng())
+            new_ids, labels = masked.input_ids, masked.labels
+        else:  # nothing to mask: mask_tokens would refuse it; in training it is just unlucky (transformers: all -100)
+            new_ids, labels = ids, torch.full_like(ids, IGNORE_INDEX)
+        batch = {"input_ids": new_ids, "attention_mask": attention, "labels": labels}
+        return batch | ({"token_type_ids": padded["token_type_ids"]} if "token_type_ids" in padded else {}) | passed_on
 
 
 __all__ = ["MLMCollator"]

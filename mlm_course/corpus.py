@@ -7,6 +7,9 @@ Assets (built by ``scripts/build_assets.py``; provenance and licences in ``DATA.
 * ``data/sentiment/movie_review_sentences.tsv.gz`` -- 10,568 movie-review sentences (Hutto & Gilbert 2014)
   with a binary label (rating > 0), split 80/10/10 stratified by label.
 * ``data/bert-base-uncased/vocab.txt`` -- bert-base-uncased's WordPiece vocabulary (30,522 tokens).
+* ``data/chinese/*.jsonl.gz`` -- classical Chinese poems (``scripts/build_chinese_assets.py``): the Tang and Song
+  poems of Debian's fortunes-zh, split into train and held-out by poem, and Tang poems from the chinese-poetry
+  collection (train only); ``data/chinese-char-bert/`` -- the character BERT trained on them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ SENTIMENT_SPLITS = ("train", "dev", "test")
 _CORPUS_FILE = "corpus/{split}.jsonl.gz"
 _SENTIMENT_FILE = "sentiment/movie_review_sentences.tsv.gz"
 _VOCAB_FILE = "bert-base-uncased/vocab.txt"
+_CHINESE_FILES = {"tang300": "chinese/poems.jsonl.gz", "song100": "chinese/poems.jsonl.gz",
+                  "quantangshi": "chinese/quantangshi.jsonl.gz"}
+CHINESE_SOURCES = tuple(_CHINESE_FILES)
 
 
 def asset_dir() -> Path:
@@ -90,7 +96,7 @@ def pretraining_text(
 
 
 def review_training_text(max_chars: int | None = None) -> str:
-    """The sentences of the sentiment **train** split (no labels), one paragraph each, for domain-adaptive
+    """The sentences of the sentiment **train** split (no labels), one paragraph each, for task-adaptive
     continued pretraining (Gururangan et al., 2020); never the dev or test sentences. ``max_chars`` as above."""
     return _join_within(sentiment("train").texts, max_chars)
 
@@ -174,6 +180,56 @@ def course_checkpoint_dir() -> Path:
             f"Missing the course checkpoint {path}. Reinstall the package, or train one with "
             "`mlm-course pretrain --out DIR` and load it from DIR."
         )
+    return path
+
+
+@dataclass(frozen=True)
+class Poem:
+    """One classical Chinese poem: where it is from (``source``), its ``split``, ``title``, ``author`` and ``lines``."""
+
+    source: str
+    split: str
+    title: str
+    author: str
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The lines joined without a break, as the character models read a poem."""
+        return "".join(self.lines)
+
+
+@lru_cache(maxsize=4)
+def _poem_records(relative: str) -> tuple[Poem, ...]:
+    with gzip.open(_asset(relative), "rt", encoding="utf-8") as f:
+        rows = (json.loads(line) for line in f)
+        return tuple(Poem(r["source"], r["split"], r["title"], r["author"], tuple(r["lines"])) for r in rows)
+
+
+def chinese_poems(split: str = "train", sources: Iterable[str] = CHINESE_SOURCES) -> list[Poem]:
+    """The shipped Chinese poems of ``split`` ("train" or "heldout") from ``sources``, in file order.
+
+    ``tang300`` (300 Tang poems) and ``song100`` (100 Song poems) are split by poem; ``quantangshi`` (Tang poems of
+    the *Complete Tang Poems*, converted to simplified characters) is training text only, and holds no poem that
+    shares a line with a held-out one. Provenance and licences: DATA.md.
+    """
+    split = _check_choice("split", split, PRETRAINING_SPLITS)
+    sources = (sources,) if isinstance(sources, str) else tuple(sources)
+    if not sources:
+        raise ValueError(f"sources is empty; pass one or more of {CHINESE_SOURCES}.")
+    for source in sources:
+        _check_choice("source", source, CHINESE_SOURCES)
+    files = dict.fromkeys(_CHINESE_FILES[source] for source in sources)
+    return [poem for relative in files for poem in _poem_records(relative)
+            if poem.split == split and poem.source in sources]
+
+
+def chinese_model_dir() -> Path:
+    """Folder of the course's character-level Chinese BERT and its tokenizer (a ``save_pretrained`` folder)."""
+    path = asset_dir() / "chinese-char-bert"
+    if not (path / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"Missing the Chinese character BERT {path}. Reinstall the package, or rebuild it "
+                                "with `python scripts/build_chinese_assets.py`.")
     return path
 
 

@@ -2,8 +2,9 @@
 
 Tasks: ``word_order`` (real sentence or a copy with words reordered, :mod:`mlm_course.word_order`) and
 ``sentiment`` (the movie-review sentences). Models: ``random`` (the course architecture, random weights),
-``course`` (the course checkpoint), ``minilm`` (a real pretrained encoder), an adapted checkpoint given as a
-folder, and ``bow`` (bag of words + logistic regression). The runs themselves are :mod:`mlm_course.lab.label_grid`;
+``course`` (the course checkpoint), ``minilm`` (a real pretrained encoder), ``tapt`` (the course checkpoint after
+task-adaptive pretraining on the unlabelled review training text, given as a folder), and ``bow`` / ``bow_pairs``
+(a bag of words, or of words and word pairs, + logistic regression). The runs themselves are :mod:`mlm_course.lab.label_grid`;
 here: the tasks' data, balanced subsets, and what the stored rows say (summaries over seeds, differences, collapses).
 
 A run whose test predictions are ≥ 95 % one class is flagged ``collapsed``.
@@ -12,18 +13,35 @@ A run whose test predictions are ≥ 95 % one class is flagged ``collapsed``.
 from __future__ import annotations
 
 import math
-from statistics import mean, stdev
 
 import torch
 
 from mlm_course import corpus, word_order
+from mlm_course.statistics import (
+    exact_mcnemar,
+    holm,
+    paired_bootstrap,
+    paired_t,
+    standard_error,
+    t_half_width,
+)
 
 TASKS = ("word_order", "sentiment")
 LABEL_COUNTS = (50, 100, 300, 1000, None)  # training labels per run; None: every training label
 COLLAPSE_SHARE = 0.95
 #: the course checkpoint's PLL scores (:func:`mlm_course.word_order.pll_features`) + logistic regression; no fine-tuning
 PLL_PROBE = "course_pll"
-LINEAR_MODELS = ("bow", PLL_PROBE)  # fitted in closed form, not fine-tuned: never counted as collapsed runs
+#: the bags of words: the n-gram range of each (single words; words and adjacent word pairs)
+BOW_NGRAMS = {"bow": (1, 1), "bow_pairs": (1, 2)}
+LINEAR_MODELS = (*BOW_NGRAMS, PLL_PROBE)  # fitted in closed form, not fine-tuned: never counted as collapsed runs
+
+
+def collapse(predictions: list[int]) -> tuple[float, bool]:
+    """(share of ``predictions`` that are 1, whether one class holds ≥ :data:`COLLAPSE_SHARE` of them)."""
+    if not predictions:
+        raise ValueError("no predictions: pass one 0/1 prediction per test sentence.")
+    share = sum(int(p) for p in predictions) / len(predictions)
+    return share, max(share, 1 - share) >= COLLAPSE_SHARE
 
 
 def task_splits(task: str) -> dict[str, tuple[list[str], list[int]]]:
@@ -67,8 +85,12 @@ def collapse_counts(rows: list[dict]) -> dict[str, dict[str, int]]:
     return counts
 
 
+#: the order in which summaries list the models (others follow, in the order first seen)
+MODEL_ORDER = ("random", "course", "tapt", PLL_PROBE, "minilm", *BOW_NGRAMS)
+
+
 def summarise(rows: list[dict], task: str) -> dict[str, list[dict]]:
-    """Per model (in the order first seen), per budget (fewest labels first): mean test accuracy over seeds, its
+    """Per model (in :data:`MODEL_ORDER`), per budget (fewest labels first): mean test accuracy over seeds, its
     standard error, a 95 % t-interval, the number of runs and how many of them collapsed."""
     groups: dict[tuple[str, int | None], list[dict]] = {}
     for row in rows:
@@ -77,17 +99,15 @@ def summarise(rows: list[dict], task: str) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for (model, budget), runs in groups.items():
         out.setdefault(model, []).append({"budget": budget, "n_train": runs[0]["n_train"], **_over_seeds(runs)})
-    return {model: sorted(entries, key=lambda e: e["n_train"]) for model, entries in out.items()}
+    order = [m for m in MODEL_ORDER if m in out] + [m for m in out if m not in MODEL_ORDER]
+    return {model: sorted(out[model], key=lambda e: e["n_train"]) for model in order}
 
 
 def _over_seeds(runs: list[dict]) -> dict:
-    from scipy import stats
-
     accuracies = [r["test_accuracy"] for r in runs]
-    m, n = mean(accuracies), len(accuracies)
-    se = stdev(accuracies) / math.sqrt(n) if n > 1 else float("nan")
-    half = stats.t.ppf(0.975, n - 1) * se if n > 1 else float("nan")
-    return {"mean": m, "se": se, "low": m - half, "high": m + half, "runs": n,
+    m, se = sum(accuracies) / len(accuracies), standard_error(accuracies)
+    half = t_half_width(se, len(accuracies))
+    return {"mean": m, "se": se, "low": m - half, "high": m + half, "runs": len(runs),
             "collapsed": sum(bool(r["collapsed"]) for r in runs)}
 
 
@@ -125,12 +145,64 @@ def collapse_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def differences(rows: list[dict], task: str, model: str, baseline: str) -> dict[int | None, tuple[float, float]]:
-    """Per label budget both have run: (mean test accuracy of ``model`` − that of ``baseline``, the combined standard
-    error √(se₁² + se₂²)) — a gap larger than twice the combined error is unlikely to be seed noise."""
-    summary = summarise(rows, task)
-    if model not in summary or baseline not in summary:
+def differences(rows: list[dict], task: str, model: str, baseline: str) -> dict[int | None, dict]:
+    """Per label budget both have run: ``model`` − ``baseline`` in test accuracy, paired over seeds (seed k of both
+    saw the same labelled subset): :func:`mlm_course.statistics.paired_t` — the mean difference, its 95 %
+    interval and p — over the seeds both ran. A budget where they share fewer than two seeds is left out (a
+    paired t needs two pairs)."""
+    groups: dict[str, dict[int | None, dict[int, float]]] = {model: {}, baseline: {}}
+    for row in rows:
+        if row["task"] == task and row["model"] in groups:
+            groups[row["model"]].setdefault(row["budget"], {})[row["seed"]] = row["test_accuracy"]
+    if not groups[model] or not groups[baseline]:
         raise ValueError(f"no {task} runs of {model!r} or of {baseline!r} in these rows")
-    theirs = {e["budget"]: e for e in summary[baseline]}
-    return {e["budget"]: (e["mean"] - theirs[e["budget"]]["mean"], math.hypot(e["se"], theirs[e["budget"]]["se"]))
-            for e in summary[model] if e["budget"] in theirs}
+    out = {}
+    for budget in sorted(set(groups[model]) & set(groups[baseline]), key=lambda b: math.inf if b is None else b):
+        seeds = sorted(set(groups[model][budget]) & set(groups[baseline][budget]))
+        if len(seeds) < 2:
+            continue
+        out[budget] = paired_t([groups[model][budget][s] for s in seeds], [groups[baseline][budget][s] for s in seeds])
+    return out
+
+
+def compared(rows: list[dict], comparisons: list[tuple[str, str, str]]) -> list[dict]:
+    """Each (task, model, baseline) of ``comparisons`` over the whole grid, one test per comparison: in how many of
+    the paired runs — same task, budget and seed, so the same labelled subset — ``model`` beats ``baseline``, with
+    the exact sign test (:func:`mlm_course.statistics.exact_mcnemar` on who is ahead; ties drop out) and Holm's
+    correction over the comparisons. ``by_budget`` holds the paired-t difference of each budget
+    (:func:`differences`) to show the size; with three seeds a budget alone can show only large effects."""
+    tests = []
+    n_train = {(r["task"], r["model"], r["budget"]): r["n_train"] for r in rows}
+    for task, model, baseline in comparisons:
+        accuracy = {(r["model"], r["budget"], r["seed"]): r["test_accuracy"] for r in rows if r["task"] == task}
+        pairs = [(accuracy[model, b, s], accuracy[baseline, b, s]) for (m, b, s) in accuracy
+                 if m == model and (baseline, b, s) in accuracy]
+        if not pairs:
+            raise ValueError(f"no {task} runs of {model!r} and {baseline!r} with the same budget and seed")
+        ahead, behind = [int(a > b) for a, b in pairs], [int(b > a) for a, b in pairs]
+        by_budget = [{"budget": budget, "n_train": n_train[task, model, budget], **result}
+                     for budget, result in differences(rows, task, model, baseline).items()]
+        tests.append({"task": task, "model": model, "baseline": baseline, "runs": len(pairs), "ahead": sum(ahead),
+                      "behind": sum(behind), "p": exact_mcnemar(ahead, behind)["p"], "by_budget": by_budget})
+    for test, decision in zip(tests, holm([t["p"] for t in tests]), strict=True):
+        test.update(adjusted_p=decision.adjusted_p, detected=decision.rejected)
+    return tests
+
+
+def zero_shot_comparisons(table: dict[str, dict[str, dict]], reference: str = "course") -> list[dict]:
+    """``reference`` against every other scorer of each domain of a zero-shot ``table`` ({domain: {scorer: result
+    with per-pair "outcomes"}}), on the same pairs: the difference in accuracy with a paired bootstrap 95 %
+    interval, the exact McNemar p (:mod:`mlm_course.statistics`), and Holm's correction over all of them."""
+    tests = []
+    for domain, scorers in table.items():
+        ours = scorers[reference]["outcomes"]
+        for scorer, result in scorers.items():
+            if scorer == reference or "outcomes" not in result:
+                continue
+            interval = paired_bootstrap(ours, result["outcomes"])
+            test = exact_mcnemar(ours, result["outcomes"])
+            tests.append({"domain": domain, "reference": reference, "scorer": scorer, **interval,
+                          "only_reference": test["only_a"], "only_scorer": test["only_b"], "p": test["p"]})
+    for test, decision in zip(tests, holm([t["p"] for t in tests]), strict=True):
+        test.update(adjusted_p=decision.adjusted_p, detected=decision.rejected)
+    return tests

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from mlm_course.masking import KEPT, MASKED, RANDOM, MaskedBatch, binomial_interval
+from mlm_course.masking import KEPT, MASKED, RANDOM, MaskedBatch
+from mlm_course.statistics import wilson_interval
 
 
 def count_distinct_masks(batches: Sequence[MaskedBatch]) -> torch.Tensor:
@@ -39,7 +40,7 @@ def measure_rates(batch: MaskedBatch, confidence: float = 0.999) -> dict[str, di
     }
     out = {}
     for name, (count, trials) in counts.items():
-        low, high = binomial_interval(count, trials, confidence) if trials else (0.0, 1.0)
+        low, high = wilson_interval(count, trials, confidence) if trials else (0.0, 1.0)
         out[name] = {"count": count, "trials": trials, "rate": count / trials if trials else float("nan"),
                      "low": low, "high": high}
     return out

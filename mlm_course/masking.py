@@ -29,7 +29,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
-from statistics import NormalDist
 from typing import Any
 
 import torch
@@ -421,23 +420,8 @@ def epoch_masks(
     return [made[e % draws] for e in range(epochs)]
 
 
-# ---- measuring ---------------------------------------------------------------------------------------------
-
-
-def binomial_interval(successes: int, trials: int, confidence: float = 0.999) -> tuple[float, float]:
-    """Wilson score interval for a proportion (``confidence`` two-sided)."""
-    if trials <= 0:
-        raise ValueError("trials must be positive to estimate a rate.")
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    p = successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    # at p = 0 or 1 the bound is exactly 0 or 1; the formula can miss it by a rounding error
-    return (0.0 if successes == 0 else centre - half), (1.0 if successes == trials else centre + half)
-
-
 __all__ = [
     "IGNORE_INDEX", "NOT_SELECTED", "MASKED", "RANDOM", "KEPT", "ACTION_NAMES", "DEFAULT_MIX", "MaskSpec",
     "TokenIds", "num_to_predict", "select_positions", "apply_replacement", "MaskedBatch", "mask_tokens",
-    "display_codes", "epoch_masks", "binomial_interval",
+    "display_codes", "epoch_masks",
 ]

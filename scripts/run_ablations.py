@@ -6,7 +6,7 @@
 
 Each finished run is kept under --work (default runs/ablations/<budget>) and skipped on a rerun, so a killed grid
 continues where it stopped, and several processes can share the work (give each other --seeds). The summary
-(mean ± std over seeds, with budget, hardware and wall time) goes to --out.
+(mean ± half-width of the 95 % t-interval over seeds, with budget, hardware and wall time) goes to --out.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """What pretraining buys (notebook 07, section 8): zero-shot word order, label-efficiency grids, resumable.
 
-    .venv/bin/python scripts/run_payoff.py zero-shot                  # PLL(real) > PLL(corrupted) per model
+    .venv/bin/python scripts/run_payoff.py zero-shot                  # real vs corrupted: PLL per model, n-grams
     .venv/bin/python scripts/run_payoff.py grid --recipe before       # the first comparison's settings (collapses)
     .venv/bin/python scripts/run_payoff.py grid                       # the fixed recipe: every task, model, budget
-    .venv/bin/python scripts/run_payoff.py grid --models dapt --tasks sentiment --source dapt=runs/dapt
+    .venv/bin/python scripts/run_payoff.py grid --models tapt --tasks sentiment --source tapt=runs/tapt
     .venv/bin/python scripts/run_payoff.py grid --models course_pll --tasks word_order   # PLL numbers + regression
-    .venv/bin/python scripts/run_payoff.py merge a.json b.json --dapt runs/dapt   # grids run in parallel, one file
+    .venv/bin/python scripts/run_payoff.py merge a.json b.json --tapt runs/tapt   # grids run in parallel, one file
 
 Everything lands in notebooks/results/pretraining_payoff.json (``--out`` elsewhere); a killed grid resumes where it
-stopped. The domain-adapted checkpoint comes from ``mlm-course pretrain --init-from course --corpus reviews ...``
+stopped. The task-adapted checkpoint (task-adaptive pretraining, Gururangan et al. 2020) comes from ``mlm-course pretrain --init-from course --corpus reviews ...``
 (the command is stored with the results).
 """
 
@@ -16,22 +16,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from mlm_course import label_efficiency as le
-from mlm_course import word_order
+from mlm_course import ngram, word_order
 from mlm_course.lab import label_grid
 from mlm_course.lab.run_files import write_json_atomic
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "pretraining_payoff.json"
-#: the domain-adapted checkpoint of the stored results: 1,000 steps from the course checkpoint on the unlabelled
+#: the task-adapted checkpoint of the stored results: 1,000 steps from the course checkpoint on the unlabelled
 #: sentiment training sentences (never dev or test); dropout 0 and 10 % short sequences as in the checkpoint's last
 #: stage, half its peak learning rate
-DAPT_COMMAND = ("mlm-course pretrain --init-from course --corpus reviews --steps 1000 --lr 5e-4 --warmup-ratio 0.1 "
-                "--dropout 0 --short-seq-prob 0.1 --save-every 250 --precision fp32 --out runs/dapt")
+TAPT_COMMAND = ("mlm-course pretrain --init-from course --corpus reviews --steps 1000 --lr 5e-4 --warmup-ratio 0.1 "
+                "--dropout 0 --short-seq-prob 0.1 --save-every 250 --precision fp32 --out runs/tapt")
 
 
 def budget(text: str) -> int | None:
@@ -42,9 +41,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("what", choices=("zero-shot", "grid", "merge"))
     parser.add_argument("inputs", nargs="*", type=Path, help="merge: result files to combine into --out")
-    parser.add_argument("--dapt", type=Path, default=None, help="merge: the domain-adapted run folder to describe")
+    parser.add_argument("--tapt", type=Path, default=None, help="merge: the task-adapted run folder to describe")
+    parser.add_argument("--replace", action="store_true", help="merge: a later file's run replaces an earlier one's")
+    parser.add_argument("--drop-models", nargs="*", default=[], help="merge: leave these models' rows out")
     parser.add_argument("--tasks", nargs="+", default=list(le.TASKS), choices=le.TASKS)
-    parser.add_argument("--models", nargs="+", default=[*label_grid.MODELS, "bow"])
+    parser.add_argument("--models", nargs="+", default=[*label_grid.MODELS, *le.BOW_NGRAMS])
     parser.add_argument("--budgets", nargs="+", type=budget, default=list(le.LABEL_COUNTS), help="numbers or 'all'")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--recipe", default="balanced", choices=("balanced", "before"))
@@ -56,21 +57,24 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     command = "scripts/run_payoff.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.what == "zero-shot":
-        pairs = word_order.split("test").pairs()
-        table = {}
-        for key, (model, tokenizer) in label_grid.zero_shot_models().items():
-            start = time.perf_counter()
-            table[key] = word_order.zero_shot(model, tokenizer, pairs) | {"seconds": round(time.perf_counter() - start)}
-            print(key, table[key], flush=True)
+        training = word_order.corpus_sentences("train")  # the text the course checkpoint was pretrained on
+        counted = {f"{name}gram": ngram.NgramModel(training, order) for name, order in (("bi", 2), ("tri", 3))}
+        domains = {"heldout": word_order.split("test").pairs(), "reviews": word_order.review_split().pairs()}
+        masked_lms = label_grid.zero_shot_models()
+        table = {domain: label_grid.zero_shot_table(pairs, masked_lms, counted) for domain, pairs in domains.items()}
+        for domain, rows in table.items():
+            print(domain, {key: round(row["accuracy"], 4) for key, row in rows.items()}, flush=True)
         document = label_grid.read_results(args.out)
         write_json_atomic(args.out, document | {"zero_shot": table, "zero_shot_command": command})
         return
     if args.what == "merge":
-        document = label_grid.merge_results([label_grid.read_results(path) for path in args.inputs])
+        document = label_grid.merge_results([label_grid.read_results(path) for path in args.inputs],
+                                            replace=args.replace)
+        document["rows"] = [row for row in document["rows"] if row["model"] not in args.drop_models]
         document["commands"].append(command)
-        if args.dapt is not None:
-            losses = {key: label_grid.review_masked_lm_loss(name) for key, name in (("course", "course"), ("dapt", args.dapt))}
-            document["dapt"] = label_grid.describe_run(args.dapt) | {"command": DAPT_COMMAND, "review_dev_mlm": losses}
+        if args.tapt is not None:
+            losses = {key: label_grid.review_masked_lm_loss(name) for key, name in (("course", "course"), ("tapt", args.tapt))}
+            document["tapt"] = label_grid.describe_run(args.tapt) | {"command": TAPT_COMMAND, "review_dev_mlm": losses}
         write_json_atomic(args.out, document)
         print(f"{len(document['rows'])} rows -> {args.out}")
         return

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from mlm_course import corpus
+from mlm_course.atomic import write_folder_atomic
 from mlm_course.lab.run_files import read_metrics
 from mlm_course.models import load_mlm
 from mlm_course.probes import probe_hits
@@ -107,6 +108,51 @@ def _stage_line(number: int, st: dict) -> str:
             f"{st['heldout']['loss']:.3f}.\n")
 
 
+def write_checkpoint(folder: Path, args: argparse.Namespace) -> dict:
+    """Fill ``folder`` with the run's files, the joined stages, the probe results and the model card; returns
+    results.json as written."""
+    for name in FILES:
+        shutil.copy2(args.run / name, folder / name)
+    model, tokenizer = load_mlm(folder)
+    hits = probe_hits(model, tokenizer)
+    results = json.loads((folder / "results.json").read_text())
+    stages = [stage(results, args.command)]
+    if args.after is not None:
+        earlier = json.loads((args.after / "results.json").read_text())
+        stages[:0] = earlier.get("stages") or [stage(earlier, args.after_command)]
+        (folder / "metrics.jsonl").write_text(joined_metrics(
+            args.after, args.run, earlier["steps"], earlier["seconds"], len(stages)))
+        for key in ("steps", "tokens_seen", "seconds"):
+            results[key] = sum(st[key] for st in stages)
+    results["stages"] = stages
+    results["probes"] = {"top_k": 5, "hits": sum(r["hit"] for r in hits), "sentences": len(hits), "rows": hits}
+    (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (folder / "README.md").write_text(model_card(results, model.config, args))
+    return results
+
+
+def model_card(results: dict, cfg, args: argparse.Namespace) -> str:
+    """The model card of the shipped checkpoint: :data:`CARD` filled in from results.json and the model's config."""
+    settings = results["settings"]
+    held = results["heldout"]
+    uni = results["unigram_baseline"]
+    stages = results["stages"]
+    hits = results["probes"]["rows"]
+    shipping = f"python scripts/ship_checkpoint.py {args.run}" + (f" --after {args.after}" if args.after else "")
+    return CARD.format(
+        config=results["config"], layers=cfg.num_hidden_layers, hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
+        parameters=results["parameters"]["total"],
+        commands="\n".join([st["command"] or "mlm-course pretrain …" for st in stages] + [shipping]),
+        stages="".join(_stage_line(k, st) for k, st in enumerate(stages, 1)),
+        steps=results["steps"], tokens=results["tokens_seen"],
+        minutes=results["seconds"] / 60, machine=results["machine"]["platform"], cpus=results["machine"]["cpus"],
+        torch=results["machine"]["torch"], betas=tuple(settings["betas"]), wd=settings["weight_decay"],
+        eval_tokens=held["tokens"], loss=held["loss"], ppl=held["perplexity"], top1=held["top1"], top5=held["top5"],
+        u_loss=uni["loss"], u_ppl=uni["perplexity"], u_top1=uni["top1"], u_top5=uni["top5"],
+        n_probes=len(hits), hits=f"{sum(r['hit'] for r in hits)} of {len(hits)}",
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="the --out folder of a finished `mlm-course pretrain` run")
@@ -120,43 +166,9 @@ def main() -> int:
             print(f"{folder} lacks {missing}: is the run finished?", file=sys.stderr)
             return 2
     target = corpus.asset_dir() / "course-bert"
-    temp = target.with_name(".course-bert.tmp")
-    shutil.rmtree(temp, ignore_errors=True)
-    temp.mkdir()
-    for name in FILES:
-        shutil.copy2(args.run / name, temp / name)
-    model, tokenizer = load_mlm(temp)
-    hits = probe_hits(model, tokenizer)
-    results = json.loads((temp / "results.json").read_text())
-    stages = [stage(results, args.command)]
-    if args.after is not None:
-        earlier = json.loads((args.after / "results.json").read_text())
-        stages[:0] = earlier.get("stages") or [stage(earlier, args.after_command)]
-        (temp / "metrics.jsonl").write_text(joined_metrics(
-            args.after, args.run, earlier["steps"], earlier["seconds"], len(stages)))
-        for key in ("steps", "tokens_seen", "seconds"):
-            results[key] = sum(st[key] for st in stages)
-    results["stages"] = stages
-    results["probes"] = {"top_k": 5, "hits": sum(r["hit"] for r in hits), "sentences": len(hits), "rows": hits}
-    (temp / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    settings, held, uni = results["settings"], results["heldout"], results["unigram_baseline"]
-    cfg = model.config
-    (temp / "README.md").write_text(CARD.format(
-        config=results["config"], layers=cfg.num_hidden_layers, hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
-        parameters=results["parameters"]["total"],
-        commands="\n".join([st["command"] or "mlm-course pretrain …" for st in stages]
-                           + [f"python scripts/ship_checkpoint.py {args.run}" + (f" --after {args.after}" if args.after else "")]),
-        stages="".join(_stage_line(k, st) for k, st in enumerate(stages, 1)),
-        steps=results["steps"], tokens=results["tokens_seen"],
-        minutes=results["seconds"] / 60, machine=results["machine"]["platform"], cpus=results["machine"]["cpus"],
-        torch=results["machine"]["torch"], betas=tuple(settings["betas"]), wd=settings["weight_decay"],
-        eval_tokens=held["tokens"], loss=held["loss"], ppl=held["perplexity"], top1=held["top1"], top5=held["top5"],
-        u_loss=uni["loss"], u_ppl=uni["perplexity"], u_top1=uni["top1"], u_top5=uni["top5"],
-        n_probes=len(hits), hits=f"{sum(r['hit'] for r in hits)} of {len(hits)}",
-    ))
-    shutil.rmtree(target, ignore_errors=True)
-    temp.rename(target)
-    print(f"shipped {target}: top-5 probe hits {results['probes']['hits']} / {len(hits)}")
+    written: dict = {}
+    write_folder_atomic(target, lambda folder: written.update(write_checkpoint(folder, args)))
+    print(f"shipped {target}: top-5 probe hits {written['probes']['hits']} / {written['probes']['sentences']}")
     return 0
 
 

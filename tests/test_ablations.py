@@ -1,7 +1,8 @@
 """The masking-ablation grid: its variants, the feature probe, resumable runs, the summary."""
 
 import json
-import statistics
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,9 +22,9 @@ def test_mix_variants_follow_table8_in_our_mix_order():
     assert len(mixes) == len(PAPER_TABLE8) == 6
     for variant, row in zip(mixes, PAPER_TABLE8, strict=True):
         assert variant.label == f"{row['mask']}/{row['same']}/{row['random']}"
-        assert variant.mix == pytest.approx((row["mask"] / 100, row["random"] / 100, row["same"] / 100))
-        assert masking.MaskSpec(mask_mix=variant.mix).mask_mix == pytest.approx(variant.mix)  # each a valid mix
-        assert variant.rate == 0.15 and variant.static_copies is None and not variant.small_data
+        assert variant.mask_mix == pytest.approx((row["mask"] / 100, row["random"] / 100, row["same"] / 100))
+        assert masking.MaskSpec(mask_mix=variant.mask_mix).mask_mix == pytest.approx(variant.mask_mix)  # each a valid mix
+        assert variant.mask_rate == 0.15 and variant.static_copies is None and not variant.small_data
 
 
 def test_bert_recipe_is_one_run_shared_by_the_mix_and_rate_families():
@@ -32,7 +33,7 @@ def test_bert_recipe_is_one_run_shared_by_the_mix_and_rate_families():
     baseline = Variant("x", "x").key
     assert keys.count(baseline) == 2  # "80/10/10" and "15 %"
     assert len(set(keys)) == len(keys) - 1  # every other variant trains differently
-    assert sorted(v.rate for v in grid if v.family == "rate") == [0.15, 0.30, 0.40, 0.60]
+    assert sorted(v.mask_rate for v in grid if v.family == "rate") == [0.15, 0.30, 0.40, 0.60]
     static = [v for v in grid if v.family == "static"]
     assert [v.static_copies for v in static] == [None, 1] and all(v.small_data for v in static)
 
@@ -84,20 +85,28 @@ def test_quick_grid_runs_stores_each_run_and_skips_finished_runs(tmp_path, monke
         assert (tmp_path / row["key"] / f"seed-{row['seed']}.json").exists()
         assert row["heldout"]["tokens"] > 0 and 0 <= row["probe"]["test_accuracy"] <= 1
         assert row["epochs"] > 1, "the static family trains on a small slice for several epochs"
+        tuned = row["finetune"]  # the stored grid's recipe, with the share predicted positive and collapse recorded
+        assert tuned["steps"] > 0 and 0 <= tuned["predicted_positive_share"] <= 1
+        share = tuned["predicted_positive_share"]
+        assert tuned["collapsed"] == (max(share, 1 - share) >= 0.95)
     monkeypatch.setattr(ablation_grid, "run_variant", lambda *a, **k: pytest.fail("a finished run was trained again"))
     assert ablation_grid.run_grid(budget, tmp_path, families=["static"], log=lambda line: None) == rows
 
 
-def test_summary_means_and_stds_by_hand():
+def test_summary_means_and_t_half_widths_by_hand():
     budget = TRAINING_BUDGETS["quick"]
     key = ablations.variants(["rate"])[1].key  # 30 %
     rows = [{"key": key, "seed": s, "heldout": {"loss": loss, "top1": 0.1}, "finetune": {"test_accuracy": acc},
              "probe": {"test_accuracy": 0.5}} for s, (loss, acc) in enumerate([(5.0, 0.6), (6.0, 0.7), (7.0, 0.8)])]
     lines = {line["label"]: line for line in ablations.summarise(rows, budget, ["rate"])}
     assert lines["30 %"]["seeds"] == 3
-    assert lines["30 %"]["heldout_loss"] == pytest.approx((6.0, 1.0))
-    assert lines["30 %"]["finetune_acc"] == pytest.approx((0.7, statistics.stdev([0.6, 0.7, 0.8])))
+    # sample sd 1.0 and 0.1 over 3 seeds: half-width t(0.975, 2 df) = 4.3027 × sd / √3
+    assert lines["30 %"]["heldout_loss"] == pytest.approx((6.0, 4.302653 / np.sqrt(3)))
+    assert lines["30 %"]["finetune_acc"] == pytest.approx((0.7, 0.1 * 4.302653 / np.sqrt(3)))
     assert lines["15 %"]["seeds"] == 0 and np.isnan(lines["15 %"]["probe_acc"][0])
+    table = ablations.summary_table({"summary": list(lines.values())}, "rate").splitlines()
+    assert table[2].split() == ["30", "%", "3", "6.000", "±", "2.484", "70.0", "±", "24.8", "50.0", "±", "0.0"]
+    assert table[1].split() == ["15", "%", "0", "–", "–", "–"]
 
 
 def test_results_document_and_table(tmp_path):
@@ -108,7 +117,8 @@ def test_results_document_and_table(tmp_path):
     path = tmp_path / "results.json"
     path.write_text(json.dumps(document))
     table = ablations.summary_table(ablations.load_results(path), "mix")
-    assert "80/10/10" in table.splitlines()[1] and "84.2" in table.splitlines()[1] and "61.0 ± 0.0" in table
+    assert "80/10/10" in table.splitlines()[1] and "84.2" in table.splitlines()[1]
+    assert "61.0" in table and "±" not in table  # one seed: a mean, no interval
     assert document["machine"]["cpus"] >= 1 and document["budget"]["tokens_per_run"] == 10 * 8 * 64
     with pytest.raises(FileNotFoundError, match="run_ablations.py"):
         ablations.load_results(tmp_path / "missing.json")
@@ -184,21 +194,6 @@ def test_heldout_baselines_by_hand():
     assert levels["unigram"]["loss"] < levels["chance"]["loss"]
 
 
-def test_mean_interval_is_the_t_interval():
-    from scipy import stats
-
-    values = [6.21, 6.213, 6.209]
-    mean, half = ablations.mean_interval(values)
-    low, high = stats.t.interval(0.95, 2, loc=np.mean(values), scale=stats.sem(values))
-    assert mean == pytest.approx(np.mean(values)) and half == pytest.approx((high - low) / 2)
-    assert half / stats.sem(values) == pytest.approx(4.303, abs=1e-3)  # t(0.975, 2 df), the table value
-    assert np.isnan(ablations.mean_interval([1.0])[1])
-    with pytest.raises(ValueError, match="at least one run"):
-        ablations.mean_interval([])
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        ablations.mean_interval(values, confidence=95)
-
-
 def test_heldout_only_grid_stores_apart_and_summarises_without_downstream_scores(tmp_path):
     budget = TRAINING_BUDGETS["quick"]
     rows = ablation_grid.run_grid(budget, tmp_path, families=["static"], log=lambda line: None, downstream=False)
@@ -212,4 +207,38 @@ def test_heldout_only_grid_stores_apart_and_summarises_without_downstream_scores
     assert line["heldout_loss_unchanged"][0] == pytest.approx(rows[0]["heldout_by_action"]["unchanged"]["loss"])
     table = ablations.by_action_table(document, "static")
     assert table.splitlines()[0].split()[:2] == ["variant", "seeds"] and "unchanged (10 %)" in table
-    assert f"{rows[0]['heldout_by_action']['[MASK]']['loss']:.3f} ± 0.000" in table.splitlines()[1]
+    assert table.splitlines()[1].split()[2] == f"{rows[0]['heldout_by_action']['all']['loss']:.3f}"
+    assert "±" not in table  # one seed: the mean alone
+
+
+def test_the_stored_grid_reads_under_the_names_of_the_settings():
+    """notebooks/results/ablations_cpu.json names the settings as the code does (``size``, ``mask_rate``,
+    ``mask_mix``): the cpu budget finds its stored runs, and each summary line carries its variant's masking."""
+    results = Path(__file__).resolve().parents[1] / "notebooks" / "results"
+    by_key = {v.key: v for v in ablations.variants()}
+    for name in ("ablations_cpu.json", "ablations_cpu_heldout.json"):
+        document = ablations.load_results(results / name)
+        run = document["runs"][0]
+        assert ablations.stored_run(document, TRAINING_BUDGETS["cpu"], run["key"], run["seed"]) == run, name
+        for line in document["summary"]:
+            variant = by_key[line["key"]]
+            assert (line["mask_rate"], tuple(line["mask_mix"])) == (variant.mask_rate, variant.mask_mix), name
+
+
+def test_variants_are_compared_with_the_reference_paired_by_seed_with_holm():
+    from scipy import stats
+
+    def run(key, seed, loss, accuracy):
+        return {"key": key, "seed": seed, "heldout": {"loss": loss, "top1": 0.1},
+                "finetune": {"test_accuracy": accuracy}, "probe": {"test_accuracy": 0.5}}
+
+    rows = [run("bert", s, 6.2 + 0.01 * s, 0.60 + 0.02 * s) for s in range(3)]
+    rows += [run("more", s, 6.1 + 0.01 * s + 0.001 * s * s, 0.61 + 0.02 * s) for s in range(3)]
+    rows.append(run("more", 7, 1.0, 0.9))  # a seed the reference lacks is left out
+    loss, accuracy = ablations.against_reference(rows, "bert", ["more"], ["heldout_loss", "finetune_acc"])
+    expected = stats.ttest_rel([6.1, 6.111, 6.124], [6.2, 6.21, 6.22])
+    assert loss["n"] == 3 and loss["p"] == pytest.approx(expected.pvalue)
+    assert loss["mean_difference"] == pytest.approx(-(0.1 + 0.099 + 0.096) / 3)
+    # fine-tuning: +0.01 on every seed, no spread at all: t is infinite and p = 0; Holm ranks it first (× 2)
+    assert accuracy["t"] == math.inf and accuracy["p"] == 0 and accuracy["adjusted_p"] == 0
+    assert loss["adjusted_p"] == pytest.approx(loss["p"]) and loss["detected"] and accuracy["detected"]

@@ -77,7 +77,7 @@ def test_tiny_cpu_run_reports_ours_and_trainer_at_both_settings(tmp_path):
     for run in result["runs"].values():
         assert run["tokens_per_s"] > 0 and run["seconds"] > 0
         assert run["tokens_per_s"] == pytest.approx(result["tokens_timed"] / run["seconds"], rel=1e-3)
-    assert result["tokens_timed"] == 8 * 32 * 4 and result["seq"] == 32
+    assert result["tokens_timed"] == 8 * 32 * 4 and result["seq_len"] == 32
     tiny = BertConfig(num_labels=2, max_position_embeddings=512, **bench.TINY)
     assert result["flops_per_token"] == bert.flops_per_token(tiny, 32, head_share=0.0)
     runs = result["runs"]

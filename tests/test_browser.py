@@ -54,8 +54,9 @@ return {status: indicator ? indicator.dataset.status : null, kernel: kernel ? ke
 
 
 def _tools() -> tuple[str, str]:
-    """Paths of chromium and chromedriver; skip (fail in CI) when a piece is missing."""
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    """Paths of the browser (Debian's chromium, or the Google Chrome that GitHub's runners ship) and its
+    chromedriver; skip (fail in CI) when a piece is missing."""
+    chromium, driver = shutil.which("chromium") or shutil.which("google-chrome"), shutil.which("chromedriver")
     missing = [name for name, path in (("chromium", chromium), ("chromium-driver", driver)) if path is None]
     try:
         import selenium  # noqa: F401

@@ -45,9 +45,12 @@ def test_bad_mask_mix_is_refused(capsys):
     ("--steps", "0"), ("--mask-rate", "1.5"), ("--mask-rate", "0"), ("--mask-mix", "0.5,0.5,0.5"),
     ("--short-seq-prob", "2"), ("--dropout", "1"), ("--lr", "0"), ("--batch-size", "0"), ("--seq-len", "2"),
     ("--max-chars", "0"), ("--minutes", "0"), ("--warmup-ratio", "1.5"), ("--warmup-steps", "-1"),
+    ("--mask-rate", "1"), ("--device", "tpu"), ("--device", "cuda:x"), ("--betas", "2,3"), ("--betas", "0.9,1"),
+    ("--betas", "0.9,-0.1"), ("--eps", "-1"), ("--eps", "0"), ("--weight-decay", "-1"),
 ])
 def test_a_bad_option_is_refused_by_name_before_anything_is_written(tmp_path, capsys, option, value):
-    """`--steps 0` used to train 1,000 steps; a bad mask rate was found after plan.json was written."""
+    """Each bad value is refused by the settings' own checks with the option's name, before plan.json or anything
+    else is written (none trains on a default instead)."""
     out = tmp_path / "run"
     budget = [] if option == "--minutes" else ["--steps", "2"]
     with pytest.raises(SystemExit) as exit_info:
@@ -59,14 +62,61 @@ def test_a_bad_option_is_refused_by_name_before_anything_is_written(tmp_path, ca
 
 
 @pytest.mark.parametrize(("option", "value"), [("--epochs", "0"), ("--warmup-ratio", "-0.1"), ("--lr", "0"),
-                                                ("--patience", "0"), ("--precision", "fp64")])
+                                                ("--patience", "0"), ("--precision", "fp64"), ("--eps", "-1"),
+                                                ("--betas", "0.9,1.5"), ("--weight-decay", "-0.01"),
+                                                ("--device", "tpu")])
 def test_a_bad_finetune_option_is_refused_by_name_before_anything_is_written(tmp_path, capsys, option, value):
-    """FinetuneConfig's errors used to end in a traceback, after the output folder was checked."""
+    """FinetuneConfig's checks refuse a bad value with the option's name, before the output folder exists."""
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["finetune", "--model", "random:tiny", "--out", str(out), option, value, "--no-progress"])
     assert exit_info.value.code == 2
     assert f"{option} " in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_messages_say_what_to_change(tmp_path, capsys):
+    """What the refusals of the device, the AdamW settings and the mask rate say, word for word."""
+    expected = {
+        ("--device", "tpu"): "--device must be cuda, cuda:N, mps or cpu (or unset: the best available), not 'tpu'",
+        ("--betas", "2,3"): "--betas must be two numbers in [0, 1), beta1,beta2 (e.g. 0.9,0.98), not (2.0, 3.0)",
+        ("--eps", "-1"): "--eps must be > 0 (AdamW divides by √v + eps), not -1.0",
+        ("--weight-decay", "-1"): "--weight-decay must be ≥ 0 (0: no weight decay), not -1.0",
+        ("--mask-rate", "1"): "--mask-rate must be in (0, 1): a share of the tokens below 1, not 1.0",
+    }
+    for (option, value), message in expected.items():
+        with pytest.raises(SystemExit):
+            cli.main(["pretrain", "--size", "tiny", "--out", str(tmp_path / "run"), option, value])
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_cuda_device_without_a_gpu_is_refused_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit):
+        cli.main(["pretrain", "--size", "tiny", "--out", str(tmp_path / "run"), "--device", "cuda"])
+    assert "--device is 'cuda' but no CUDA GPU is visible: use cpu or leave it unset" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_fill_mask_refuses_a_top_k_below_one_by_its_option(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["fill-mask", "course", "The [MASK] sat.", "--top-k", "0"])
+    assert stop.value.code == 2
+    assert "argument --top-k: must be a whole number ≥ 1, not '0'" in capsys.readouterr().err
+
+
+def test_finetune_names_the_model_option_and_the_hub_flag(tmp_path, capsys, monkeypatch):
+    from mlm_course import models
+
+    monkeypatch.delenv(models.HUB_ENV_VAR, raising=False)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["finetune", "--model", "nosuch", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert "--model 'nosuch' is neither 'course', 'minilm', 'random:SIZE' nor a local folder" in err
+    assert "add --allow-hub" in err and "allow_hub=True" not in err
     assert not out.exists()
 
 
@@ -133,6 +183,11 @@ def test_tiny_pretraining_run_then_fill_mask_and_resume(tmp_path, capsys):
     assert capsys.readouterr().out.startswith("[MASK] #1: ")
     assert _pretrain(tmp_path, "--resume") == 0  # already finished: resumes at step 4, trains nothing more
     assert json.loads((tmp_path / "results.json").read_text())["steps"] == 4
+    capsys.readouterr()
+    assert _pretrain(tmp_path, "--resume", "--size", "small") == 2  # the last --size wins: another architecture
+    assert (f"the checkpoint in {tmp_path / 'checkpoint-4'} is tiny (hidden 128, 2 layers, vocabulary 8,192) but "
+            "this run builds small (hidden 256, 4 layers, vocabulary 8,192): resume with --size tiny or start a new "
+            "--out") in capsys.readouterr().err
 
 
 def test_unwritable_output_is_a_clear_error(tmp_path, capsys):
@@ -144,8 +199,12 @@ def test_unwritable_output_is_a_clear_error(tmp_path, capsys):
 
 def test_fill_mask_on_an_unknown_model_says_what_to_do(capsys, monkeypatch):
     monkeypatch.delenv("MLM_COURSE_ALLOW_HUB", raising=False)
-    assert cli.main(["fill-mask", "no-such-model", "a [MASK]"]) == 2
-    assert "allow_hub" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["fill-mask", "no-such-model", "a [MASK]"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert "MODEL 'no-such-model' is neither 'course', 'minilm' nor a local folder" in err
+    assert "add --allow-hub" in err and "allow_hub=True" not in err
 
 
 TINY_RUN = ["pretrain", "--size", "tiny", "--batch-size", "4", "--seq-len", "32", "--max-chars", "20000",

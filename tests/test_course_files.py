@@ -21,11 +21,26 @@ def test_an_editable_install_reads_the_clones_notebooks():
     assert course_files.notebooks_folder() == NOTEBOOKS
 
 
+def test_a_benchmark_result_is_read_from_this_installation_and_none_when_never_measured(monkeypatch, tmp_path):
+    import json
+
+    stored = json.loads((ROOT / "benchmarks" / "results" / "bert_forward.json").read_text())
+    assert course_files.benchmark_result("bert_forward.json") == stored
+    assert course_files.benchmark_result("no_such_result.json") is None
+    installed = tmp_path / "share" / "mlm_course"  # a wheel's layout: notebooks/ beside benchmarks/results/
+    (installed / "benchmarks" / "results").mkdir(parents=True)
+    (installed / "benchmarks" / "results" / "gpu_check.json").write_text('{"device": "H200"}')
+    monkeypatch.setattr(course_files, "notebooks_folder", lambda: installed / "notebooks")
+    assert course_files.benchmark_result("gpu_check.json") == {"device": "H200"}
+
+
 def test_course_files_are_the_notebooks_and_the_results_they_read():
     files = [str(name) for name in course_files.course_files(NOTEBOOKS)]
     notebooks = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     results = sorted(f"results/{p.name}" for p in (NOTEBOOKS / "results").glob("*.json"))
-    assert sorted(files) == sorted(notebooks + results) and len(notebooks) >= 9 and results
+    chinese = sorted(f"zh/{p.name}" for p in (NOTEBOOKS / "zh").glob("*") if p.suffix in (".ipynb", ".md"))
+    assert sorted(files) == sorted(notebooks + results + chinese) and len(notebooks) >= 9 and results
+    assert "zh/GLOSSARY.md" in chinese  # the Chinese edition's terms travel with it
     assert not any(name.startswith("runs") for name in files)  # a learner's own runs are not course files
 
 

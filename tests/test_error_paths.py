@@ -45,14 +45,27 @@ def test_resume_into_the_same_model_works(checkpointed_run):
     assert loop.resume() and loop.step == 2
 
 
-def test_resume_into_a_deeper_model_says_the_checkpoint_does_not_fit(checkpointed_run):
-    with pytest.raises(ValueError, match="does not fit this model .* use the configuration it was trained with"):
+def test_resume_into_a_deeper_model_names_both_shapes(checkpointed_run):
+    with pytest.raises(ValueError) as error:
         _loop(_bert(num_hidden_layers=2), checkpointed_run).resume()
+    assert str(error.value) == (
+        f"the checkpoint in {checkpointed_run / 'checkpoint-2'} is custom (hidden 16, 1 layer, vocabulary 50) but "
+        "this run builds custom (hidden 16, 2 layers, vocabulary 50): resume with the model configuration it was "
+        "trained with or start a new --out")
 
 
-def test_resume_into_a_wider_model_says_the_checkpoint_does_not_fit(checkpointed_run):
-    with pytest.raises(ValueError, match=r"does not fit this model .*'embeddings\."):  # names a weight that differs
+def test_resume_into_a_wider_model_names_both_shapes(checkpointed_run):
+    with pytest.raises(ValueError, match=r"is custom \(hidden 16, 1 layer, vocabulary 50\) but this run builds "
+                                         r"custom \(hidden 24, 1 layer, vocabulary 50\)"):
         _loop(_bert(hidden_size=24, num_attention_heads=2), checkpointed_run).resume()
+
+
+def test_resume_with_another_vocabulary_names_both_and_the_tokenizer(checkpointed_run):
+    with pytest.raises(ValueError, match=r"vocabulary 50\) but this run builds custom \(hidden 16, 1 layer, "
+                                         r"vocabulary 60\): resume with the tokenizer it was trained with or start "
+                                         r"a new --out"):
+        _loop(_bert(vocab_size=60), checkpointed_run).resume()
+
 
 
 # ---- masking ----------------------------------------------------------------------------------------------------
@@ -83,11 +96,6 @@ def test_random_replacements_need_an_ordinary_id():
     all_random = masking.MaskSpec(mask_rate=1.0, mask_mix=(0, 1, 0))
     out = masking.mask_tokens(torch.tensor([[1, 2, 2]]), all_random, one_ordinary)  # one ordinary id is enough
     assert out.input_ids.tolist() == [[1, 2, 2]] and out.action.tolist() == [[0, masking.RANDOM, masking.RANDOM]]
-
-
-def test_binomial_interval_needs_trials():
-    with pytest.raises(ValueError, match="trials must be positive"):
-        masking.binomial_interval(0, 0)
 
 
 def test_count_distinct_masks_of_no_batches():

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from scipy import stats
 
 from mlm_course import corpus, masking, objective, pretraining
 from mlm_course.lab import experiments, pretrain_run
@@ -74,11 +75,12 @@ def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
     assert math.isclose(got["all"]["top1"], ref["top1"], abs_tol=1e-9)
     assert got["all"]["tokens"] == ref["tokens"] == sum(got[a]["tokens"] for a in masking.ACTION_NAMES[1:])
     assert got["[MASK]"]["mask"] == got["[MASK]"]["copy"]  # at a [MASK] position, copying = predicting [MASK]
-    # the 95 % interval of the mean loss: 1.96 standard errors of the per-token losses, from F.cross_entropy
+    # the 95 % t-interval of the mean loss over the per-token losses, from F.cross_entropy
     with torch.no_grad():
         logits, labels = zip(*(objective.masked_lm_outputs(small_model, b) for b in batches), strict=True)
-    per_token = F.cross_entropy(torch.cat(logits).double(), torch.cat(labels), reduction="none")
-    assert math.isclose(got["all"]["loss_ci95"], 1.96 * float(per_token.std()) / math.sqrt(len(per_token)), rel_tol=1e-4)
+    per_token = F.cross_entropy(torch.cat(logits).double(), torch.cat(labels), reduction="none").numpy()
+    low, high = stats.t.interval(0.95, len(per_token) - 1, loc=per_token.mean(), scale=stats.sem(per_token))
+    assert math.isclose(got["all"]["loss_ci95"], (high - low) / 2, rel_tol=1e-4)
     assert got["unchanged"]["loss_ci95"] > got["all"]["loss_ci95"]  # fewer tokens, wider interval
 
 

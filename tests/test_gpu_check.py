@@ -25,7 +25,8 @@ def gpu_plan(tmp_path, gpus: int = 1, precision: str = "bf16") -> table.Plan:
 
 def probe(cuda: bool, gpus: int = 0, machine: str = "x86_64") -> dict:
     return {"torch": "2.11.0+cu130" if cuda else "2.13.0+cpu", "torch_cuda": "13.0" if cuda else None,
-            "cuda_available": cuda, "gpus": [H200] * gpus, "executable": "/usr/bin/python3", "machine": machine}
+            "cuda_available": cuda, "gpus": [H200] * gpus, "executable": "/usr/bin/python3", "machine": machine,
+            "pytest": "9.2.0", "scikit-learn": "1.9.1"}
 
 
 SMI = {"gpus": ["GPU 0: NVIDIA H200 (UUID: GPU-0)"], "driver": "550.54", "driver_cuda": "12.4"}
@@ -64,6 +65,9 @@ def test_every_command_is_accepted_by_the_interface_it_calls(tmp_path):
                 args = cli.build_parser().parse_args(argv[3:])
             elif argv[1] == "benchmarks/bench_finetune_gpu.py":
                 args = bench_finetune_gpu.parse(argv[2:])
+            elif argv[1:3] == ["-m", "mlm_course.lab.gpu_finale"]:
+                assert "--quick" in argv if plan.dry_run else argv[argv.index("--pretrain-minutes") + 1] == "2"
+                continue
             else:
                 assert argv[1:3] == ["-m", "pytest"] and argv[-1] == "tests/cuda"
                 continue
@@ -77,9 +81,11 @@ def test_each_single_gpu_step_gets_the_chosen_precision_and_its_one_gpu(tmp_path
     steps = {step.name: step for step in table.steps(plan)}
     finetune = steps["finetune_course"].argv
     assert finetune[finetune.index("--precision") + 1] == "fp16" and finetune[finetune.index("--device") + 1] == "cuda:0"
-    assert "--compile" in steps["finetune_bench_compiled"].argv and "--compile" not in steps["finetune_bench"].argv
+    compiled = steps["finetune_bench_compiled"].argv
+    assert compiled[compiled.index("--only") + 1] == "ours_compiled,trainer_same_precision"  # not the eager runs again
+    assert "--only" not in steps["finetune_bench"].argv
     batch = steps["finetune_bench_batch128"].argv
-    assert batch[batch.index("--batch") + 1] == "128"
+    assert batch[batch.index("--batch-size") + 1] == "128"
 
 
 def test_precision_follows_the_compute_capability():
@@ -228,6 +234,26 @@ def test_junit_report_counts_and_a_gpu_run_that_skipped_every_cuda_test_failed(t
     assert table.summarise_tests(skipped, table.Plan("python", tmp_path, True, "fp32"))["ran"] == 0
 
 
+def test_a_python_without_pytest_or_scikit_learn_skips_the_steps_that_need_them_and_says_why(tmp_path):
+    plan = table.Plan("/usr/bin/python3", tmp_path, False, "bf16", minilm=True,
+                      missing=frozenset({"pytest", "scikit-learn"}))
+    skipped = {step.name: step.skip for step in table.steps(plan) if step.skip}
+    assert set(skipped) == {"cuda_tests", "finale", "finetune_course", "finetune_minilm"}
+    assert skipped["cuda_tests"] == "pytest is not installed for /usr/bin/python3 (copy its wheel in, then pip " \
+                                    "install --no-deps it)"
+    assert all(reason.startswith("scikit-learn is not installed") for name, reason in skipped.items()
+               if name != "cuda_tests")
+    assert not [step.skip for step in table.steps(gpu_plan(tmp_path)) if step.skip]
+
+
+def test_the_finale_summary_sets_the_gpu_pretrained_loss_beside_the_shipped_cpu_checkpoint(tmp_path):
+    rows = [{"what": "pretrain course BERT (small) from scratch", "heldout_loss": 4.2, "tokens_per_s": 900_000},
+            {"what": "fine-tune the course BERT pretrained above", "test_accuracy": 0.74}]
+    summary = table.summarise_finale({"branch": "gpu", "rows": rows}, gpu_plan(tmp_path))
+    assert summary["rows"] == rows and summary["shipped_cpu_checkpoint"]["heldout_loss"] == pytest.approx(3.4811,
+                                                                                                       abs=1e-4)
+
+
 def test_gpu_results_are_set_beside_the_cpu_figures_of_the_same_budget(tmp_path):
     plan = gpu_plan(tmp_path)
     pretrained = {"config": "small", "processes": 1, "steps": 9000, "seconds": 120.0, "tokens_seen": 9000 * 32 * 128,
@@ -297,15 +323,16 @@ def test_dry_run_as_a_preinstalled_image_runs_it_keeps_every_step_past_a_failure
     assert status == {
         "cuda_tests": "ok", "finetune_bench": "ok",
         "finetune_bench_batch128": "failed: exit code 3 (gpu_check: failure forced by --force-fail)",
-        "finetune_bench_compiled": status["finetune_bench_compiled"], "pretrain_small": "ok", "finetune_course": "ok",
+        "finetune_bench_compiled": status["finetune_bench_compiled"], "finale": "ok", "finetune_course": "ok",
         "finetune_minilm": "timed out", "two_processes": "skipped: needs 2 GPUs (dry run on the CPU)"}
     assert status["finetune_bench_compiled"].startswith("skipped: dry run")
     assert steps["cuda_tests"]["result"]["tests"] >= len(list((ROOT / "tests" / "cuda").glob("test_*.py"))) >= 3
     assert steps["cuda_tests"]["cuda_visible_devices"] == "" and steps["cuda_tests"]["result"]["errors"] == 0
     assert set(steps["finetune_bench"]["result"]["runs"]) == {"trainer_defaults", "trainer_same_precision", "ours"}
     assert steps["finetune_bench"]["result"]["our_precision"] == "fp32"
-    assert steps["pretrain_small"]["summary"]["steps"] == 3 and steps["pretrain_small"]["summary"]["tokens_per_second"] > 0
+    finale = steps["finale"]["summary"]
+    assert finale["branch"] == "cpu" and finale["rows"][0]["steps"] == 6 and finale["rows"][0]["tokens_per_s"] > 0
     assert 0 <= steps["finetune_course"]["summary"]["test_accuracy"] <= 1
     assert steps["finetune_minilm"]["limit_s"] == gpu_check.FORCED_TIMEOUT_S <= steps["finetune_minilm"]["seconds"] < 15
     assert "hang forced" in steps["finetune_minilm"]["output_tail"][-1]
-    assert all("--precision fp32 --device cpu" in steps[name]["command"] for name in ("finetune_bench", "pretrain_small"))
+    assert all("--precision fp32 --device cpu" in steps[name]["command"] for name in ("finetune_bench", "finetune_course"))

@@ -1,6 +1,8 @@
 """Notebook 07's finale: the GPU branch's code runs here, on the CPU, with a tiny randomly initialised stand-in for
 bert-base (its vocabulary, its folder layout), so the branch is never dead code; the CPU branch as CI runs it."""
 
+import json
+
 import pytest
 import torch
 from transformers import BertConfig, BertForPreTraining
@@ -69,3 +71,26 @@ def test_utilisation_is_flops_over_the_peak():
 def test_on_a_cpu_the_finale_fine_tunes_the_course_checkpoint(tmp_path):
     finale = gpu_finale.run(tmp_path, device="cpu", quick=True)
     assert finale["branch"] == "cpu" and [row["what"] for row in finale["rows"]] == ["fine-tune the course checkpoint"]
+
+
+def test_the_cpu_branch_can_say_what_the_gpu_branch_would_do():
+    plan = gpu_finale.gpu_plan()
+    assert plan.startswith("on a GPU this cell fine-tunes bert-base-uncased (2 epochs) when it is in the Hugging Face")
+    assert "MLM_COURSE_ALLOW_HUB=1" in plan and "'small' size there for 4 minutes" in plan
+
+
+def test_the_command_line_writes_the_rows_and_the_sizes(tmp_path):
+    out = tmp_path / "finale.json"
+    gpu_finale.main(["--out", str(out), "--quick", "--device", "cpu", "--epochs", "1"])
+    written = json.loads(out.read_text())
+    assert written["branch"] == "cpu" and written["sizes"]["max_steps"] == gpu_finale.QUICK.max_steps
+    assert written["rows"][0]["steps"] == gpu_finale.QUICK.max_steps and (tmp_path / "finale").is_dir()
+    with pytest.raises(SystemExit):
+        gpu_finale.main(["--out", str(out), "--pretrain-minutes", "0"])
+
+
+def test_fewer_than_one_epoch_is_refused_as_every_command_refuses_it(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        gpu_finale.main(["--out", str(tmp_path / "finale.json"), "--epochs", "0"])
+    assert stop.value.code == 2
+    assert "argument --epochs: must be a whole number ≥ 1, not '0'" in capsys.readouterr().err

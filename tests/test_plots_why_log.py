@@ -32,6 +32,7 @@ def test_token_log_prob_bars():
     assert [ticks[y] for y in (2, 1, 0)] == ["'the'", "'cat'", "'zzz'"]  # first token at the top
     assert "nats" in ax.get_xlabel()
     assert "inf" in ax.get_title()
+    assert plots.figure_rule_violations(fig) == []
     with pytest.raises(ValueError, match="one probability per token"):
         plots.token_log_prob_bars(["a"], [0.5, 0.5])
 
@@ -75,6 +76,7 @@ def test_underflow_curves_never_zero():
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[1] == "float64: never 0.0 here"
     assert len(fig.axes[0].texts) == 0  # no break point, nothing to label
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_gd_vs_counts():
@@ -89,6 +91,7 @@ def test_gd_vs_counts():
     np.testing.assert_allclose(b.get_lines()[0].get_xdata(), pc)
     np.testing.assert_allclose(b.get_lines()[0].get_ydata(), pg)
     assert "counting" in b.get_xlabel() and "gradient descent" in b.get_ylabel()
+    assert plots.figure_rule_violations(fig) == []
     with pytest.raises(ValueError, match="same length"):
         plots.gd_vs_counts(history, mle_nll, pc, pg[:2])
 
@@ -106,6 +109,7 @@ def test_loss_gradients():
     np.testing.assert_allclose(logit_ax.get_lines()[1].get_ydata(), p * (1 - p))
     assert all(ax.get_xscale() == "log" for ax in fig.axes)
     assert [line.get_label() for line in loss_ax.get_lines()] == ["−ln p", "1 − p"]
+    assert plots.figure_rule_violations(fig) == []
 
 
 def test_linear_vs_log_distance():
@@ -114,29 +118,11 @@ def test_linear_vs_log_distance():
     np.testing.assert_allclose(lin.get_lines()[0].get_xdata(), [0.1, 0.01])
     np.testing.assert_allclose(log.get_lines()[0].get_xdata(), [math.log(0.1), math.log(0.01)])
     assert lin.get_title() == "gaps between neighbours: linear 0.09;  ln 2.30 nats"
+    assert plots.figure_rule_violations(fig) == []
     # the title is computed: equal ratios give equal log gaps, while the linear gaps shrink tenfold
-    title = plots.linear_vs_log_distance((1.0, 0.1, 0.01, 0.001)).axes[0].get_title()
-    assert title == "gaps between neighbours: linear 0.9, 0.09, 0.009;  ln 2.30, 2.30, 2.30 nats"
+    fig = plots.linear_vs_log_distance((1.0, 0.1, 0.01, 0.001))
+    assert fig.axes[0].get_title() == "gaps between neighbours: linear 0.9, 0.09, 0.009;  ln 2.30, 2.30, 2.30 nats"
+    assert plots.figure_rule_violations(fig) == []
     assert "0.5, 0.25;  ln 0.69, 0.69" in plots.linear_vs_log_distance((1.0, 0.5, 0.25)).axes[0].get_title()
     with pytest.raises(ValueError, match=r"\(0, 1\]"):
         plots.linear_vs_log_distance((0.0, 0.1))
-
-
-@pytest.mark.parametrize("make", [
-    lambda: plots.token_log_prob_bars(["the", "cat"], [0.5, 0.01]),
-    lambda: plots.underflow_curves([0.01] * 200),
-    lambda: plots.gd_vs_counts([1.5, 1.1], 1.0, [0.5, 0.5], [0.49, 0.51]),
-    lambda: plots.loss_gradients(num=20),
-    lambda: plots.linear_vs_log_distance(),
-], ids=["token_log_prob_bars", "underflow_curves", "gd_vs_counts", "loss_gradients", "linear_vs_log_distance"])
-def test_why_log_figures_obey_the_figure_rules(make):
-    assert plots.figure_rule_violations(make()) == []
-
-
-def test_figure_rule_violations_finds_each_kind_of_problem():
-    fig, ax = plt.subplots(figsize=(12, 3))
-    _ = ax.plot([0, 1], [0, 1], color="tab:blue")
-    _ = ax.text(0.5, 0.5, "tiny", fontsize=7)
-    problems = plots.figure_rule_violations(fig)
-    assert len(problems) == 3
-    assert "12.00 in wide" in problems[0] and "'tiny' is 7 pt" in problems[1] and "#1f77b4" in problems[2]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlm_course.lab import precision as device
+from mlm_course.lab import precision
 from mlm_course.lab.hardware import Hardware, Processes, to_device
 
 CPU = torch.device("cpu")
@@ -17,7 +17,7 @@ MPS = torch.device("mps")
 @pytest.fixture
 def fake(monkeypatch):
     """Set what torch reports as available: fake(cuda=..., mps=..., capability=..., cpu_flags=..., ...)."""
-    monkeypatch.delenv(device.DEVICE_ENV_VAR, raising=False)
+    monkeypatch.delenv(precision.DEVICE_ENV_VAR, raising=False)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
 
     def apply(cuda=False, mps=False, mps_bf16=True, capability=(9, 0), cpu_flags=("avx2", "fma"), cpu_speedup=2.0,
@@ -29,9 +29,9 @@ def fake(monkeypatch):
         monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
         monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: gpu_name)
         monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)  # Apple's backend, as on a Mac
-        monkeypatch.setattr(device, "mps_has_bf16", lambda: mps_bf16)
-        monkeypatch.setattr(device, "cpu_flags", lambda: set(cpu_flags))
-        monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: cpu_speedup)
+        monkeypatch.setattr(precision, "mps_has_bf16", lambda: mps_bf16)
+        monkeypatch.setattr(precision, "cpu_flags", lambda: set(cpu_flags))
+        monkeypatch.setattr(precision, "cpu_bf16_speedup", lambda: cpu_speedup)
 
     return apply
 
@@ -45,67 +45,68 @@ def fake(monkeypatch):
 )
 def test_preference_order(fake, cuda, mps, expected):
     fake(cuda=cuda, mps=mps)
-    assert device.pick_device() == expected
+    assert precision.pick_device() == expected
 
 
 def test_apple_silicon_runs_on_mps_when_the_backend_is_available(fake):
     """A Mac without CUDA: the MPS backend (simulated) is chosen, computes in bf16 (fp16 + loss scaling where MPS has
     no bf16) and says so; asking for it by name works too."""
     fake(mps=True, mps_bf16=True)
-    assert device.mps_available()
-    chosen = device.pick_device()
-    assert chosen == MPS and device.pick_device("mps") == MPS
-    assert device.autocast_dtype(chosen, "auto") is torch.bfloat16
-    assert device.describe(chosen, torch.bfloat16) == "device: mps, precision: bf16 autocast"
-    assert device.machine(chosen)["device"] == "mps" and device.machine(chosen)["gpu"] is None
+    assert precision.mps_available()
+    chosen = precision.pick_device()
+    assert chosen == MPS and precision.pick_device("mps") == MPS
+    assert precision.autocast_dtype(chosen, "auto") is torch.bfloat16
+    assert precision.describe(chosen, torch.bfloat16) == "device: mps, precision: bf16 autocast"
+    assert precision.machine(chosen)["device"] == "mps" and precision.machine(chosen)["gpu"] is None
     fake(mps=True, mps_bf16=False)
-    assert device.autocast_dtype(device.pick_device(), "auto") is torch.float16
-    assert device.describe(MPS, torch.float16) == "device: mps, precision: fp16 autocast + loss scaling"
+    assert precision.autocast_dtype(precision.pick_device(), "auto") is torch.float16
+    assert precision.describe(MPS, torch.float16) == "device: mps, precision: fp16 autocast + loss scaling"
 
 
 def test_mps_bf16_probe_is_false_where_there_is_no_mps():
     if torch.backends.mps.is_available():
         pytest.skip("this machine has MPS: the probe's answer is the hardware's")
-    assert device.mps_available() is False and device.mps_has_bf16() is False  # the probe's failure is caught
+    assert precision.mps_available() is False and precision.mps_has_bf16() is False  # the probe's failure is caught
 
 
 def test_explicit_cpu_overrides_available_gpu(fake):
     fake(cuda=True, mps=True)
-    assert device.pick_device("cpu") == CPU
+    assert precision.pick_device("cpu") == CPU
 
 
 def test_env_var_overrides(fake, monkeypatch):
     fake(cuda=True)
-    monkeypatch.setenv(device.DEVICE_ENV_VAR, " CPU ")
-    assert device.pick_device() == CPU
-    assert device.pick_device("cuda") == GPU  # an argument wins over the variable
+    monkeypatch.setenv(precision.DEVICE_ENV_VAR, " CPU ")
+    assert precision.pick_device() == CPU
+    assert precision.pick_device("cuda") == GPU  # an argument wins over the variable
 
 
 def test_indexed_cuda_device_is_kept(fake):
     fake(cuda=True)
-    assert device.pick_device("cuda:1") == torch.device("cuda", 1)
+    assert precision.pick_device("cuda:1") == torch.device("cuda", 1)
 
 
 def test_bare_cuda_is_the_launchers_local_rank_else_the_current_gpu(fake, monkeypatch):
     fake(cuda=True, current=3)
-    assert device.pick_device("cuda") == torch.device("cuda", 3)
+    assert precision.pick_device("cuda") == torch.device("cuda", 3)
     monkeypatch.setenv("LOCAL_RANK", "1")  # under accelerate launch / torchrun: this process's own GPU
-    assert device.pick_device() == torch.device("cuda", 1)
+    assert precision.pick_device() == torch.device("cuda", 1)
 
 
 @pytest.mark.parametrize(
     ("prefer", "message"),
-    [("tpu", "unknown device"), ("xpu", "unknown device"), ("cuda", "no CUDA GPU"), ("cuda:1", "no CUDA GPU"),
-     ("mps", "MPS is not available")],
+    [("tpu", "must be cuda, cuda:N, mps or cpu"), ("xpu", "must be cuda, cuda:N, mps or cpu"),
+     ("cpu:1", "must be cuda, cuda:N"), ("cuda:x", "must be cuda, cuda:N"), ("cuda", "no CUDA GPU"),
+     ("cuda:1", "no CUDA GPU"), ("mps", "MPS is not available")],
 )
 def test_unavailable_or_unknown_device_is_a_clear_error(fake, prefer, message):
     fake()
     with pytest.raises(ValueError, match=message):
-        device.pick_device(prefer)
+        precision.pick_device(prefer)
 
 
 def test_real_machine_choice_is_usable():
-    chosen = device.pick_device()
+    chosen = precision.pick_device()
     assert torch.zeros(1, device=chosen).device.type == chosen.type
 
 
@@ -114,29 +115,29 @@ def test_real_machine_choice_is_usable():
 
 def test_cpu_without_bf16_hardware_has_no_autocast(fake):
     fake()
-    chosen = device.pick_device()
-    assert chosen == CPU and device.autocast_dtype(chosen, "auto") is None
-    assert device.describe(chosen, None) == "device: cpu, precision: fp32"
+    chosen = precision.pick_device()
+    assert chosen == CPU and precision.autocast_dtype(chosen, "auto") is None
+    assert precision.describe(chosen, None) == "device: cpu, precision: fp32"
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (8, 6), (9, 0), (10, 0)])
 def test_cuda_ampere_or_newer_gets_bf16(fake, capability):
     fake(cuda=True, capability=capability)
-    chosen = device.pick_device()
-    assert device.cuda_has_bf16(chosen) and device.autocast_dtype(chosen, "auto") is torch.bfloat16
-    assert device.describe(chosen, torch.bfloat16) == "device: cuda:0 (NVIDIA H200), precision: bf16 autocast"
+    chosen = precision.pick_device()
+    assert precision.cuda_has_bf16(chosen) and precision.autocast_dtype(chosen, "auto") is torch.bfloat16
+    assert precision.describe(chosen, torch.bfloat16) == "device: cuda:0 (NVIDIA H200), precision: bf16 autocast"
 
 
 @pytest.mark.parametrize("capability", [(7, 5), (7, 0), (6, 1)])  # T4, V100, P40: bf16 only emulated
 def test_cuda_before_ampere_uses_fp16_with_loss_scaling_although_torch_says_bf16(fake, capability):
     fake(cuda=True, capability=capability, gpu_name="Tesla T4")
     assert torch.cuda.is_bf16_supported()  # what torch says, and what the choice must not follow
-    chosen = device.pick_device()
-    assert not device.cuda_has_bf16(chosen) and device.autocast_dtype(chosen, "auto") is torch.float16
-    assert device.describe(chosen, torch.float16) == "device: cuda:0 (Tesla T4), precision: fp16 autocast + loss scaling"
+    chosen = precision.pick_device()
+    assert not precision.cuda_has_bf16(chosen) and precision.autocast_dtype(chosen, "auto") is torch.float16
+    assert precision.describe(chosen, torch.float16) == "device: cuda:0 (Tesla T4), precision: fp16 autocast + loss scaling"
     with pytest.raises(ValueError, match="no bf16 tensor cores"):
-        device.autocast_dtype(chosen, "bf16")
-    assert device.autocast_dtype(chosen, "fp16") is torch.float16
+        precision.autocast_dtype(chosen, "bf16")
+    assert precision.autocast_dtype(chosen, "fp16") is torch.float16
 
 
 @pytest.mark.parametrize(("dtype", "scaled"), [(torch.float16, True), (torch.bfloat16, False), (None, False)])
@@ -156,38 +157,38 @@ def test_only_fp16_gets_a_loss_scaler(dtype, scaled):
 ])
 def test_cpu_auto_precision_needs_bf16_hardware_that_measures_faster(fake, flags, speedup, dtype):
     fake(cpu_flags=flags, cpu_speedup=speedup)
-    assert device.CPU_BF16_MIN_SPEEDUP == 1.2
-    assert device.autocast_dtype(CPU, "auto") is device.auto_dtype(CPU) is dtype
-    assert device.autocast_dtype(CPU, "fp32") is None
-    assert device.autocast_dtype(CPU, "bf16") is torch.bfloat16  # asked for: allowed everywhere
+    assert precision.CPU_BF16_MIN_SPEEDUP == 1.2
+    assert precision.autocast_dtype(CPU, "auto") is precision.auto_dtype(CPU) is dtype
+    assert precision.autocast_dtype(CPU, "fp32") is None
+    assert precision.autocast_dtype(CPU, "bf16") is torch.bfloat16  # asked for: allowed everywhere
 
 
 def test_cpu_without_bf16_flags_is_not_timed(fake, monkeypatch):
     fake(cpu_flags=("avx2",))
-    monkeypatch.setattr(device, "cpu_bf16_speedup", lambda: pytest.fail("timed a CPU without bf16 instructions"))
-    assert device.autocast_dtype(CPU, "auto") is None
+    monkeypatch.setattr(precision, "cpu_bf16_speedup", lambda: pytest.fail("timed a CPU without bf16 instructions"))
+    assert precision.autocast_dtype(CPU, "auto") is None
 
 
 def test_cpu_bf16_speedup_is_measured_once_on_this_machine():
-    device.cpu_bf16_speedup.cache_clear()
-    first = device.cpu_bf16_speedup(size=128, repeats=3)
+    precision.cpu_bf16_speedup.cache_clear()
+    first = precision.cpu_bf16_speedup(size=128, repeats=3)
     assert 0.01 < first < 100  # a real ratio of two timings, not a constant
-    assert device.cpu_bf16_speedup(size=128, repeats=3) == first  # cached: measured once per process
-    assert device.cpu_bf16_speedup.cache_info().hits == 1
-    device.cpu_bf16_speedup.cache_clear()
+    assert precision.cpu_bf16_speedup(size=128, repeats=3) == first  # cached: measured once per process
+    assert precision.cpu_bf16_speedup.cache_info().hits == 1
+    precision.cpu_bf16_speedup.cache_clear()
 
 
 def test_cpu_matmul_rate_is_measured_once_and_plausible():
-    device.cpu_matmul_tflops.cache_clear()
-    rate = device.cpu_matmul_tflops(torch.float32, size=256, repeats=2)
+    precision.cpu_matmul_tflops.cache_clear()
+    rate = precision.cpu_matmul_tflops(torch.float32, size=256, repeats=2)
     assert 1e-4 < rate < 100  # TFLOP/s: from a slow shared core to a large server
-    assert device.cpu_matmul_tflops(torch.float32, size=256, repeats=2) == rate
-    assert device.cpu_matmul_tflops.cache_info().hits == 1
-    device.cpu_matmul_tflops.cache_clear()
+    assert precision.cpu_matmul_tflops(torch.float32, size=256, repeats=2) == rate
+    assert precision.cpu_matmul_tflops.cache_info().hits == 1
+    precision.cpu_matmul_tflops.cache_clear()
 
 
 def test_cpu_flags_are_read_from_this_machine():
-    flags = device.cpu_flags()
+    flags = precision.cpu_flags()
     assert isinstance(flags, set)
     try:
         with open("/proc/cpuinfo") as handle:
@@ -201,20 +202,20 @@ def test_cpu_flags_are_read_from_this_machine():
 def test_precision_errors(fake):
     fake()
     with pytest.raises(ValueError, match="unknown precision"):
-        device.autocast_dtype(CPU, "fp8")
+        precision.autocast_dtype(CPU, "fp8")
     with pytest.raises(ValueError, match="needs a GPU"):
-        device.autocast_dtype(CPU, "fp16")
+        precision.autocast_dtype(CPU, "fp16")
 
 
 def test_fp32_turns_autocast_off(fake):
     fake(cuda=True, cpu_flags=("avx512_bf16",))
-    assert device.autocast_dtype(GPU, "auto") is torch.bfloat16
-    assert device.autocast_dtype(GPU, "fp32") is None
+    assert precision.autocast_dtype(GPU, "auto") is torch.bfloat16
+    assert precision.autocast_dtype(GPU, "fp32") is None
 
 
 @pytest.mark.parametrize(("dtype", "name"), [(None, "fp32"), (torch.bfloat16, "bf16"), (torch.float16, "fp16")])
 def test_precision_names(dtype, name):
-    assert device.precision_name(dtype) == name
+    assert precision.precision_name(dtype) == name
 
 
 def test_autocast_on_cpu_in_fp32_is_a_no_op():
@@ -233,9 +234,9 @@ def test_tf32_only_on_ampere_or_newer(fake, capability, enabled):
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
     try:
-        assert device.enable_tf32(GPU) is enabled
+        assert precision.enable_tf32(GPU) is enabled
         assert torch.get_float32_matmul_precision() == ("high" if enabled else "highest")
-        assert device.enable_tf32(CPU) is False
+        assert precision.enable_tf32(CPU) is False
     finally:
         torch.set_float32_matmul_precision(before)
 
@@ -261,12 +262,12 @@ def test_batches_are_copied_without_waiting_on_cuda_only():
 
 def test_machine_describes_where_a_run_happened(fake):
     fake()
-    info = device.machine()
+    info = precision.machine()
     assert info["device"] == "cpu" and info["gpu"] is None
     assert info["torch"] == torch.__version__ and info["torch_threads"] == torch.get_num_threads()
     fake(cuda=True, gpu_name="NVIDIA A100-SXM4-80GB")
-    assert device.machine(GPU)["device"] == "cuda" and device.machine(GPU)["gpu"] == "NVIDIA A100-SXM4-80GB"
-    assert device.machine()["gpu"] == "NVIDIA A100-SXM4-80GB"  # the best device: the GPU
+    assert precision.machine(GPU)["device"] == "cuda" and precision.machine(GPU)["gpu"] == "NVIDIA A100-SXM4-80GB"
+    assert precision.machine()["gpu"] == "NVIDIA A100-SXM4-80GB"  # the best device: the GPU
 
 
 @pytest.mark.parametrize(("name", "peak"), [
@@ -275,13 +276,13 @@ def test_machine_describes_where_a_run_happened(fake):
     ("NVIDIA L40S", 362.0), ("NVIDIA A100-SXM4-80GB", 312.0), ("Tesla T4", 65.0),
 ])
 def test_peak_is_looked_up_by_the_exact_gpu_name(name, peak):
-    assert device.peak_tflops(name) == (peak, f"dense tensor-core peak of {name} ({peak:g} TFLOP/s)")
+    assert precision.peak_tflops(name) == (peak, f"dense tensor-core peak of {name} ({peak:g} TFLOP/s)")
 
 
 def test_unknown_or_missing_gpu_has_no_peak():
-    assert device.peak_tflops("NVIDIA H100 SXM5 prototype")[0] is None  # no substring guessing
-    assert device.peak_tflops(None) == (None, "no GPU: MFU is not reported")
-    assert device.peak_tflops("anything", 500.0) == (500.0, "given")
+    assert precision.peak_tflops("NVIDIA H100 SXM5 prototype")[0] is None  # no substring guessing
+    assert precision.peak_tflops(None) == (None, "no GPU: MFU is not reported")
+    assert precision.peak_tflops("anything", 500.0) == (500.0, "given")
 
 
 # ---- accelerate's shared state ---------------------------------------------------------------------------------
@@ -290,7 +291,7 @@ def test_unknown_or_missing_gpu_has_no_peak():
 def test_nothing_in_the_package_resets_or_reads_accelerates_shared_state():
     """accelerate keeps one state per process; the package uses its PartialState (lab/hardware.Processes) and never
     resets it or reaches into its private dictionaries."""
-    package = Path(device.__file__).resolve().parents[1]
+    package = Path(precision.__file__).resolve().parents[1]
     sources = sorted(package.rglob("*.py"))
     assert package / "lab" / "precision.py" in sources and package / "lab" / "hardware.py" in sources
     touching = [f"{path.relative_to(package)}:{number}" for path in sources

@@ -8,8 +8,7 @@ import torch
 
 from mlm_course import finetune as ft
 from mlm_course.bert import BertClassifier
-from mlm_course.lab import run_files
-from mlm_course.lab import runner as training
+from mlm_course.lab import run_files, runner
 from mlm_course.lab.batch_order import cycle_batches
 from mlm_course.lab.finetune_run import FinetuneConfig, fit
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
@@ -68,7 +67,7 @@ def test_both_commands_hand_the_runner_their_shared_settings():
                                  {"warmup_steps": 2.5}, {"precision": "fp64"}, {"max_grad_norm": 0.0},
                                  {"seed": 2**16}])
 def test_invalid_config_is_a_clear_error(bad):
-    with pytest.raises(training.InvalidSettings, match="invalid training settings") as error:
+    with pytest.raises(runner.InvalidSettings, match="invalid training settings") as error:
         LoopConfig(**bad)
     assert set(error.value.problems) == set(bad)  # each bad field named (the CLI shows it as its option)
 
@@ -171,7 +170,7 @@ def test_checkpoint_is_complete_and_old_ones_are_removed(tmp_path):
     trainer.train()
     checkpoints = sorted(p.name for p in tmp_path.glob("checkpoint-*"))
     assert checkpoints == ["checkpoint-6"]
-    assert (tmp_path / training.CHECKPOINT_POINTER).read_text() == "checkpoint-6"
+    assert (tmp_path / runner.CHECKPOINT_POINTER).read_text() == "checkpoint-6"
     assert {p.name for p in (tmp_path / "checkpoint-6").iterdir()} == {"model", "trainer_state.pt", "config.json"}
     assert not list(tmp_path.glob(".checkpoint-*")), "temporary checkpoint folders were left behind"
     assert json.loads((tmp_path / "checkpoint-6" / "config.json").read_text())["steps"] == 6
@@ -255,8 +254,8 @@ def test_a_custom_saver_without_a_loader_cannot_resume(tmp_path):
 
 def test_the_runner_calls_the_lessons_step_once_per_step(tmp_path, monkeypatch):
     calls = []
-    real = training.training_step
-    monkeypatch.setattr(training, "training_step", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    real = runner.training_step
+    monkeypatch.setattr(runner, "training_step", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
     _regression_trainer(tmp_path, steps=5, grad_accum=3).train()
     assert calls == [3] * 5  # every step, with its three micro-batches
 
@@ -322,7 +321,7 @@ def syncs_per_step(monkeypatch):
     """Build every step's batches on the host outside the counter (that is the prefetcher's job), then count the
     step itself: what runs between the batches' arrival and the next step."""
     counted, counter = [], SyncCounter()
-    original_run_step, original_host = training.TrainLoop.run_step, training.TrainLoop._host_batches
+    original_run_step, original_host = runner.TrainLoop.run_step, runner.TrainLoop._host_batches
 
     def host_batches(self, step):
         counter.paused = True
@@ -337,8 +336,8 @@ def syncs_per_step(monkeypatch):
             original_run_step(self)
         counted.append((self.step, counter.calls))
 
-    monkeypatch.setattr(training.TrainLoop, "_host_batches", host_batches)
-    monkeypatch.setattr(training.TrainLoop, "run_step", run_step)
+    monkeypatch.setattr(runner.TrainLoop, "_host_batches", host_batches)
+    monkeypatch.setattr(runner.TrainLoop, "run_step", run_step)
     return counted
 
 

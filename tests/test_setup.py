@@ -68,8 +68,8 @@ def test_install_torch_keeps_an_installed_one(monkeypatch, pip_calls):
 def test_install_torch_without_gpu_tries_the_cpu_index_then_the_local_wheel(monkeypatch, pip_calls, capsys):
     versions = iter([None, "2.13.0+cpu"])
     monkeypatch.setattr(setup, "installed_version", lambda python, dist: next(versions))
-    monkeypatch.setattr(setup, "has_nvidia_gpu", lambda: False)
-    monkeypatch.setattr(setup.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "None\n", ""))
+    monkeypatch.setattr(setup, "nvidia_smi", lambda: None)
+    monkeypatch.setattr(setup.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "None False\n", ""))
     pip_calls.fail.add("torch>=2.2,<3")  # the CPU index is unreachable
     assert setup.install_torch("python") == "torch 2.13.0+cpu installed"
     assert [args[-1] for args, _ in pip_calls] == ["torch>=2.2,<3", "torch==2.13.0"]
@@ -79,8 +79,8 @@ def test_install_torch_without_gpu_tries_the_cpu_index_then_the_local_wheel(monk
 
 def test_install_torch_refuses_a_cuda_build_on_a_machine_without_gpu(monkeypatch, pip_calls):
     monkeypatch.setattr(setup, "installed_version", lambda python, dist: None)
-    monkeypatch.setattr(setup, "has_nvidia_gpu", lambda: False)
-    monkeypatch.setattr(setup.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "12.8\n", ""))
+    monkeypatch.setattr(setup, "nvidia_smi", lambda: None)
+    monkeypatch.setattr(setup.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "12.8 False\n", ""))
     with pytest.raises(RuntimeError, match="CUDA build on a machine without a GPU"):
         setup.install_torch("python")
 
@@ -88,10 +88,27 @@ def test_install_torch_refuses_a_cuda_build_on_a_machine_without_gpu(monkeypatch
 def test_install_torch_with_an_nvidia_gpu_takes_the_default_build(monkeypatch, pip_calls):
     versions = iter([None, "2.14.1"])
     monkeypatch.setattr(setup, "installed_version", lambda python, dist: next(versions))
-    monkeypatch.setattr(setup, "has_nvidia_gpu", lambda: True)
-    monkeypatch.setattr(setup.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "12.8\n", ""))
+    monkeypatch.setattr(setup, "nvidia_smi", lambda: "| NVIDIA-SMI 570.86    CUDA Version: 12.8 |")
+    monkeypatch.setattr(setup.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "12.8 True\n", ""))
     assert setup.install_torch("python") == "torch 2.14.1 installed"
     assert pip_calls == [(["torch>=2.2,<3"], None)]
+
+
+def test_install_torch_refuses_a_build_that_cannot_use_the_gpu_in_one_sentence(monkeypatch, pip_calls):
+    """An old driver, or aarch64 where pip's default torch is CPU-only: the set-up says so instead of going on."""
+    monkeypatch.setattr(setup, "installed_version", lambda python, dist: None)
+    monkeypatch.setattr(setup, "nvidia_smi", lambda: "| NVIDIA-SMI 520.61    Driver Version: 520.61    CUDA Version: 11.8 |")
+    monkeypatch.setattr(setup.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "12.8 False\n", ""))
+    with pytest.raises(RuntimeError) as refused:
+        setup.install_torch("python")
+    message = str(refused.value)
+    assert "(CUDA 12.8) cannot use this machine's GPU (the driver supports CUDA 11.8" in message
+    assert "whl/cuXYZ" in message and message.count(". ") == 0
+
+
+def test_driver_cuda_reads_nvidia_smi():
+    assert setup.driver_cuda("| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4     |") == "12.4"
+    assert setup.driver_cuda("| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15 |") is None
 
 
 def test_installed_version_reads_this_python():
@@ -104,16 +121,19 @@ def test_venv_python_is_where_venv_puts_it():
     assert setup.venv_python(Path("v")) == Path("v") / expected
 
 
-def test_has_nvidia_gpu_needs_a_working_nvidia_smi(monkeypatch, tmp_path):
+def test_nvidia_smi_is_its_output_only_when_it_works_in_time(monkeypatch, tmp_path):
     monkeypatch.setattr(setup.shutil, "which", lambda name: None)
-    assert setup.has_nvidia_gpu() is False
-    broken = tmp_path / "nvidia-smi"
-    broken.write_text("#!/bin/sh\nexit 9\n")
-    broken.chmod(0o755)
-    monkeypatch.setattr(setup.shutil, "which", lambda name: str(broken))
-    assert setup.has_nvidia_gpu() is False
-    broken.write_text("#!/bin/sh\nexit 0\n")
-    assert setup.has_nvidia_gpu() is True
+    assert setup.nvidia_smi() is None
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexit 9\n")
+    smi.chmod(0o755)
+    monkeypatch.setattr(setup.shutil, "which", lambda name: str(smi))
+    assert setup.nvidia_smi() is None
+    smi.write_text("#!/bin/sh\necho 'CUDA Version: 12.4'\n")
+    assert setup.nvidia_smi() == "CUDA Version: 12.4\n"
+    smi.write_text("#!/bin/sh\nsleep 5\necho 'CUDA Version: 12.4'\n")  # a hung driver
+    monkeypatch.setattr(setup, "SMI_TIMEOUT", 0.5)
+    assert setup.nvidia_smi() is None
 
 
 def test_set_up_installs_torch_then_the_course_with_its_test_extra_then_minilm_then_the_kernel(

@@ -105,15 +105,68 @@ def test_after_a_step_the_gradients_are_gone_and_the_schedule_moved(tiny_model, 
     assert model.training
 
 
+#: What only a training step does: backward, the optimiser's step, the schedule's step.
+TRAINING_CALLS = {
+    "backward": r"\.backward\(",
+    "optimiser step": r"optimi[sz]er\w*\.step\(|\.step\((self\.)?optimi[sz]er",
+    "schedule step": r"sched\w*\.step\(",
+}
+
+#: The files that may make such calls, with what each call is for. Nothing else in mlm_course/, benchmarks/ or
+#: scripts/ may: a benchmark or script that trains calls steps.training_step (or transformers.Trainer, the
+#: comparison, whose steps happen inside transformers and match nothing here).
+ALLOWED = {
+    "mlm_course/steps.py": ({"backward", "optimiser step", "schedule step"}, "the one training step"),
+    "mlm_course/lab/hardware.py": ({"backward", "optimiser step"},
+                                   "the runner's hardware hook: backward on the fp16-scaled loss, the optimiser's "
+                                   "step through the loss scaler"),
+    "mlm_course/exercises/step_check.py": ({"backward", "optimiser step", "schedule step"},
+                                           "the exercise checker: the slipped steps it grades learners' steps with"),
+    "mlm_course/exercises/ch06_pretraining.py": ({"backward", "optimiser step", "schedule step"},
+                                                 "exercise 06.2's worked solution, the step a learner writes"),
+    "mlm_course/exercises/ch07_fine_tuning.py": ({"backward", "optimiser step", "schedule step"},
+                                                 "exercise 07.1's worked solution, the step a learner writes"),
+}
+
+
+def code_only(text: str) -> str:
+    """``text`` (Python source) without its strings and comments: a hint that says "call loss.backward()" is not
+    a call."""
+    import io
+    import tokenize
+
+    prose = {tokenize.STRING, tokenize.COMMENT} | {getattr(tokenize, name) for name in
+                                                   ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
+                                                   if hasattr(tokenize, name)}
+    return "".join(tok.string for tok in tokenize.generate_tokens(io.StringIO(text).readline) if tok.type not in prose)
+
+
+def training_calls(root: Path) -> dict[str, set[str]]:
+    """{file under ``root``: the kinds of :data:`TRAINING_CALLS` its code makes}, for mlm_course/, benchmarks/ and
+    scripts/."""
+    found: dict[str, set[str]] = {}
+    for folder in ("mlm_course", "benchmarks", "scripts"):
+        for path in sorted((root / folder).rglob("*.py")):
+            code = code_only(path.read_text())
+            kinds = {kind for kind, pattern in TRAINING_CALLS.items() if re.search(pattern, code)}
+            if kinds:
+                found[path.relative_to(root).as_posix()] = kinds
+    return found
+
+
+def test_the_scan_sees_each_kind_of_call_and_skips_prose(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "own_step.py").write_text(
+        "def step():\n    loss_fn().backward()  # the slip\n    optimizer.step()\n    self.scheduler.step()\n")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "scaled.py").write_text("scaler.step(self.optimizer)\n")
+    (tmp_path / "mlm_course").mkdir()
+    (tmp_path / "mlm_course" / "hint.py").write_text('HINT = "call loss.backward(), then optimizer.step()"\n')
+    assert training_calls(tmp_path) == {"benchmarks/own_step.py": {"backward", "optimiser step", "schedule step"},
+                                        "scripts/scaled.py": {"optimiser step"}}
+
+
 def test_grep_finds_one_training_step():
-    """backward() and the optimiser's and schedule's steps are called in steps.py only (the runner's hardware hook
-    calls backward on the scaled loss for it). The exercises are left out: they hold learners' wrong steps to grade
-    (their reference is steps.training_step)."""
-    calls: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        where = path.relative_to(PACKAGE).as_posix()
-        for pattern in (r"\.backward\(", r"optimizer\.step\(\)", r"scheduler\.step\(\)"):
-            if not where.startswith("exercises/") and re.search(pattern, path.read_text()):
-                calls.setdefault(pattern, set()).add(where)
-    assert calls == {r"\.backward\(": {"steps.py", "lab/hardware.py"}, r"optimizer\.step\(\)": {"steps.py"},
-                     r"scheduler\.step\(\)": {"steps.py"}}
+    """backward() and the optimiser's and the schedule's steps are called in steps.py and in the files of
+    :data:`ALLOWED` only, each for the reason given there."""
+    assert training_calls(PACKAGE.parent) == {path: kinds for path, (kinds, _why) in ALLOWED.items()}

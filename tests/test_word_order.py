@@ -67,6 +67,28 @@ def test_the_course_checkpoint_prefers_real_sentences_zero_shot(splits):
     result = word_order.zero_shot(model, tokenizer, splits["test"].pairs()[:40])
     assert result["wins"] >= 31 and result["low"] > 0.5
     assert result["low"] <= result["accuracy"] <= result["high"]
+    assert len(result["outcomes"]) == 40 and sum(result["outcomes"]) == result["wins"]
+
+
+def test_outcomes_are_summarised_as_an_accuracy_with_its_wilson_interval():
+    from mlm_course.statistics import wilson_interval
+
+    summary = word_order.summarise_outcomes([1, 1, 0, 1], confidence=0.9)
+    assert (summary["accuracy"], summary["wins"], summary["pairs"]) == (0.75, 3, 4)
+    assert (summary["low"], summary["high"]) == wilson_interval(3, 4, 0.9)
+    assert summary["outcomes"] == [1, 1, 0, 1]
+
+
+def test_the_review_split_is_the_same_task_on_review_sentences_no_course_model_trained_on(splits):
+    reviews = word_order.review_split()
+    assert reviews.split == "reviews" and reviews.labels == [1, 0] * word_order.SPLIT_SENTENCES["test"]
+    test_reviews = {" ".join(t.split()) for t in corpus.sentiment("test").texts}
+    assert set(reviews.texts[0::2]) <= test_reviews and len(set(reviews.texts[0::2])) == len(reviews) // 2
+    for real, fake in reviews.pairs():
+        assert Counter(real.split()) == Counter(fake.split()) and real != fake
+    assert reviews == word_order.review_split() and reviews.texts != word_order.review_split(seed=1).texts
+    trained_on = {" ".join(t.split()) for t in corpus.sentiment("train").texts}
+    assert not set(reviews.texts[0::2]) & trained_on  # the task-adapted checkpoint read the training reviews
 
 
 def test_pll_features_flag_the_badly_fitting_tokens_of_corrupted_copies():

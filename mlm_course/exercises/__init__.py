@@ -30,7 +30,7 @@ class Exercise:
     """One exercise: ``grade(answer)`` returns None when right, else a hint for the learner.
 
     ``solution()`` builds the reference answer; ``wrong_answers`` are common mistakes that the tests prove
-    are rejected with a hint.
+    are rejected with a hint. ``choices`` are the (letter, text) options of a multiple-choice question.
     """
 
     id: str
@@ -38,6 +38,7 @@ class Exercise:
     grade: Grader
     solution: Callable[[], Any]
     wrong_answers: tuple[Any, ...] = field(default=())
+    choices: tuple[tuple[str, str], ...] = field(default=())
 
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -135,7 +136,7 @@ def multiple_choice(exercise_id: str, question: str, options: dict[str, str], co
         return None if letter == correct else hints[letter]
 
     wrong = (*(letter for letter in options if letter != correct), "z")
-    return register(Exercise(exercise_id, prompt, grade, lambda: correct, wrong))
+    return register(Exercise(exercise_id, prompt, grade, lambda: correct, wrong, tuple(options.items())))
 
 
 @dataclass(frozen=True)

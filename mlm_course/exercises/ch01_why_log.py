@@ -187,21 +187,22 @@ multiple_choice(
     "Σ_k (p_k − y_k)², instead of the cross-entropy. Examples it gets confidently wrong (true class p = 0.0001) "
     "barely improve from step to step, while examples with p ≈ 0.5 improve quickly. Why?",
     {
-        "a": "The squared error of a confidently wrong example is small, so it contributes little to the loss.",
-        "b": "Through the softmax, every term of the squared error's gradient with respect to the true class's "
-             "logit carries a factor p = 0.0001, so the push fades exactly when the model is confidently wrong; "
-             "cross-entropy's gradient there is p − 1 ≈ −1.",
-        "c": "The learning rate is too small: raising it 1,000-fold would correct those examples as fast as the "
-             "others.",
-        "d": "A probability of 0.0001 underflows in float32, so its gradient is lost.",
+        "a": "The squared error of a confidently wrong example is small, since every p_k and y_k lies between 0 and "
+             "1, so it adds little to the loss and so gets little of the update.",
+        "b": "A probability of 0.0001 underflows in float32 once the loss squares it (1e-8), so most of the gradient "
+             "through the true class is rounded away to zero.",
+        "c": "The learning rate is too small for them: raising it 1,000-fold would correct the confidently wrong "
+             "examples as fast as the others, at no cost to the rest.",
+        "d": "Through the softmax, the squared error's gradient on the true class's logit carries a factor p, so it "
+             "fades as p → 0; cross-entropy's there is p − 1 ≈ −1.",
     },
-    "b",
+    "d",
     {
-        "a": "it is near its largest possible value (about 2 when all the probability sits on one wrong class); "
-             "and a loss's value moves no weight anyway, its gradient with respect to the logits does.",
+        "a": "it is near its largest possible value (about 2 when all the probability sits on one wrong class); and "
+             "a loss's value moves no weight anyway, its gradient with respect to the logits does.",
+        "b": "float32 represents numbers down to about 1e-45; underflow comes from multiplying *many* probabilities "
+             "(section 2), not from one of 0.0001 or its square.",
         "c": "the learning rate scales every example's update alike: the ratio between a confidently wrong and an "
              "uncertain example stays the same, and the examples already right would take steps 1,000× too large.",
-        "d": "float32 represents numbers down to about 1e-45; underflow comes from multiplying *many* "
-             "probabilities (section 2), not from one of 0.0001.",
     },
 )

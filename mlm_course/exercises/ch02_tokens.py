@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from mlm_course.exercises import Exercise, multiple_choice, register
 
@@ -186,10 +186,10 @@ def _grade_24(answer: Callable[[Sequence[str]], list[list[int]]]) -> str | None:
 _NO_WORD = {"[CLS]", "[SEP]", "[PAD]"}
 
 
-def _groups_solution(tokens: Sequence[str]) -> list[list[int]]:
+def _groups_solution(tokens: Sequence[str], no_word: Collection[str] = _NO_WORD) -> list[list[int]]:
     groups: list[list[int]] = []
     for i, token in enumerate(tokens):
-        if token in _NO_WORD:
+        if token in no_word:
             continue
         if token.startswith("##") and groups:
             groups[-1].append(i)
@@ -199,13 +199,8 @@ def _groups_solution(tokens: Sequence[str]) -> list[list[int]]:
 
 
 def _groups_with_specials(tokens: Sequence[str]) -> list[list[int]]:
-    groups: list[list[int]] = []
-    for i, token in enumerate(tokens):
-        if token.startswith("##") and groups:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
+    """The slip: [CLS], [SEP] and [PAD] grouped as words like any other token."""
+    return _groups_solution(tokens, no_word=())
 
 
 def _one_group_per_token(tokens: Sequence[str]) -> list[list[int]]:
@@ -228,13 +223,14 @@ multiple_choice(
     "the same small BERT with each, masking single tokens. On the same held-out text the 1,000-piece model "
     "predicts a clearly larger share of its masked tokens correctly. Does it understand the text better?",
     {
-        "a": "Yes: same text, same model size, and more correct predictions mean a better model of the text.",
-        "b": "No: a 1,000-piece vocabulary turns most rare words into [UNK], and [UNK] is easy to predict.",
-        "c": "No: with 1,000 pieces words split into more pieces, so many masked tokens sit next to visible "
-             "pieces of their own word that nearly spell them — filled in from spelling, not from the sentence — "
-             "and each guess picks among 1,000 ids, not 8,192. The two accuracies do not measure the same task.",
-        "d": "Yes: more pieces per sentence means more masked tokens at 15 %, so it got more training signal, "
-             "and the accuracy shows it.",
+        "a": "Yes: same text, same model size, same masking rate, so a larger share of correct predictions on "
+             "held-out text means a better model of that text.",
+        "b": "No: a 1,000-piece vocabulary cannot spell most rare words, so it turns them into [UNK], and the model "
+             "scores easy points by predicting [UNK] at those positions.",
+        "c": "No: its words split into more pieces, so many masked pieces are nearly spelled by visible pieces of "
+             "their own word, and each guess picks among 1,000 ids, not 8,192.",
+        "d": "Yes: more pieces per sentence means more masked tokens at 15 %, so the 1,000-piece model got more "
+             "training signal from the same text, and its higher accuracy shows it.",
     },
     "c",
     {
@@ -242,7 +238,7 @@ multiple_choice(
              "ask how many masked pieces have a visible piece of the same word beside them.",
         "b": "WordPiece keeps every character of its alphabet as a piece, so a small vocabulary spells rare words "
              "with more pieces instead of [UNK]; [UNK] is only for characters it never saw.",
-        "d": "more masked tokens per sentence is true, but it does not make the two accuracies comparable: "
-             "what is each model asked to predict, and how much of it is spelling?",
+        "d": "more masked tokens per sentence is true, but it does not make the two accuracies comparable: what is "
+             "each model asked to predict, and how much of it is spelling?",
     },
 )

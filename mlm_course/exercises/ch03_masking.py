@@ -233,22 +233,22 @@ multiple_choice(
     "linear tagger on its token vectors to find names in sentences, which contain no [MASK]. Compared with the same "
     "BERT pretrained with 80 / 10 / 10, what do you expect, and why?",
     {
-        "a": "No difference: the tagger's sentences contain no [MASK], so what the model learnt at [MASK] positions "
-             "plays no part.",
+        "a": "Somewhat worse tags: only [MASK] inputs were ever scored, so nothing made a visible token's vector "
+             "describe its own token, and the tagger reads only visible tokens.",
         "b": "The tagger fails completely: a model that only ever saw [MASK] in pretraining cannot read a sentence "
-             "without one.",
-        "c": "Somewhat worse tags: the loss only ever asked for a prediction where the input said [MASK], so "
-             "nothing forced the vector at a visible token to describe that token well — and visible tokens are "
-             "all the frozen tagger ever reads.",
-        "d": "Better tags: 100 % [MASK] is a harder task, so it builds stronger features.",
+             "without one, so its vectors for a plain sentence are noise.",
+        "c": "No difference: the tagger's sentences contain no [MASK], so what the model learnt at [MASK] positions "
+             "plays no part, and on plain sentences both models' vectors are alike.",
+        "d": "Better tags: 100 % [MASK] is a harder task than 80 / 10 / 10, with a higher loss to push down, so it "
+             "builds stronger features, and the frozen tagger profits.",
     },
-    "c",
+    "a",
     {
-        "a": "what the model learnt is exactly the problem: its vectors at visible tokens were shaped only as "
-             "context for [MASK] positions. Which positions did the loss ever score?",
         "b": "in pretraining 85 % of the tokens were visible in every sentence: the model reads visible tokens all "
              "the time. The question is what their vectors had to encode, and the effect is a small loss, not a "
              "collapse.",
+        "c": "what the model learnt is exactly the problem: its vectors at visible tokens were shaped only as "
+             "context for [MASK] positions. Which positions did the loss ever score?",
         "d": "a larger loss does not mean better features: 100 % [MASK] removes the only reason to model a visible "
              "token well. In Table 8 it beats 80 / 10 / 10 in no column by more than 0.1.",
     },

@@ -370,12 +370,13 @@ multiple_choice(
     "with their initial values?",
     {
         "a": "Unchanged, apart from weight decay: a row of an embedding table gets a gradient only when its id is "
-             "looked up in the input.",
-        "b": "Changed by the loss itself: the table is also the decoder, so at every predicted position the "
-             "softmax scores every word through its row, and the gradient moves the rows of never-seen words so "
-             "that their logits fall.",
-        "c": "They become copies of [UNK]'s row, since words the vocabulary cannot spell are mapped to [UNK].",
-        "d": "Only those words' output biases change; the rows belong to the lookup, not to the head.",
+             "looked up in the input, and these 300 ids never are.",
+        "b": "Changed: the tied table also scores every word at every predicted position, so the softmax's gradient "
+             "reaches those rows too and pushes their logits down.",
+        "c": "They become copies of [UNK]'s row: ids that the training text never uses are mapped to [UNK], so their "
+             "rows are trained together with [UNK]'s, as one word.",
+        "d": "Only their output biases change, pushed down by the softmax; the rows belong to the input lookup, not "
+             "to the head, so they stay at their initial values.",
     },
     "b",
     {

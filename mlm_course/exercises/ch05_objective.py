@@ -13,13 +13,13 @@ from mlm_course.exercises import Exercise, Near, multiple_choice, numeric, regis
 
 # ---- 05.1: which average? ---------------------------------------------------------------------------------------
 # a batch of 2 sequences of 8 tokens; log p(true token) at the masked positions: row 0 → −1, −2, −3; row 1 → −6
-_ANSWER_41 = 3.0
+_ANSWER_51 = 3.0
 
 numeric(
     "05.1",
     "A batch of 2 sequences × 8 tokens. log p(true token) at the masked positions: row 0 → −1, −2, −3; "
     "row 1 → −6 (all other labels are −100). What loss does BertForMaskedLM(..., labels=...) report?",
-    _ANSWER_41,
+    _ANSWER_51,
     wrong={
         -3.0: "the loss is the *negative* log-likelihood: −(−1 − 2 − 3 − 6)/4.",
         4.0: ("4.0 is the per-sequence mean ((2 + 6)/2). BertForMaskedLM / F.cross_entropy average over all masked "
@@ -32,17 +32,17 @@ numeric(
 )
 
 # ---- 05.2: the gradient of the mean -----------------------------------------------------------------------------
-_ANSWER_42 = (0.3 - 1) / 20
+_ANSWER_52 = (0.3 - 1) / 20
 
 numeric(
     "05.2",
     "A batch has N = 20 masked positions; the loss is their mean. At one of them the model gives the true "
     "token probability 0.3. What is ∂loss/∂(that position's logit of the true token)?",
-    _ANSWER_42,
+    _ANSWER_52,
     wrong={
         Near(0.3 - 1, abs_tol=1e-4):
             "that is the gradient of one token's −log p; the mean divides every token's term by N = 20.",
-        -_ANSWER_42: "check the sign: raising the true token's logit lowers the loss, so the derivative is negative.",
+        -_ANSWER_52: "check the sign: raising the true token's logit lowers the loss, so the derivative is negative.",
         (0.3 / 20, -0.3 / 20): "∂(−log softmax(z)_y)/∂z_y = p_y − 1, not p_y.",
     },
     fallback="∂(−log softmax(z)_y)/∂z_y = p_y − 1, and the mean over N masked tokens divides it by N.",
@@ -52,29 +52,29 @@ numeric(
 # ---- 05.3: the independence approximation -----------------------------------------------------------------------
 # "[MASK] [MASK] is a big city": new york 0.4, new orleans 0.2, san francisco 0.25, san diego 0.15 (nothing else).
 # The first tokens are shared, so the marginals are not the city probabilities: p(new) = 0.6, p(san) = 0.4.
-_CITIES_43 = {("new", "york"): 0.4, ("new", "orleans"): 0.2, ("san", "francisco"): 0.25, ("san", "diego"): 0.15}
+_CITIES_53 = {("new", "york"): 0.4, ("new", "orleans"): 0.2, ("san", "francisco"): 0.25, ("san", "diego"): 0.15}
 
 
 def _factorised_off_cities() -> float:
     first, second = {}, {}
-    for (a, b), p in _CITIES_43.items():
+    for (a, b), p in _CITIES_53.items():
         first[a], second[b] = first.get(a, 0.0) + p, second.get(b, 0.0) + p
-    return 1 - sum(first[a] * second[b] for a, b in _CITIES_43)
+    return 1 - sum(first[a] * second[b] for a, b in _CITIES_53)
 
 
-_ANSWER_43 = _factorised_off_cities()  # 1 − (0.6·0.4 + 0.6·0.2 + 0.4·0.25 + 0.4·0.15) = 0.48
+_ANSWER_53 = _factorised_off_cities()  # 1 − (0.6·0.4 + 0.6·0.2 + 0.4·0.25 + 0.4·0.15) = 0.48
 
 numeric(
     "05.3",
     "In '[MASK] [MASK] is a big city' the truth is new york (0.4), new orleans (0.2), san francisco (0.25) "
     "or san diego (0.15). A model that predicts both [MASK]s perfectly but separately: how much probability "
     "does it put on pairs that are none of these four cities (such as 'new diego')?",
-    _ANSWER_43,
+    _ANSWER_53,
     wrong={
         Near(0.0): ("0 is what the true joint puts off the four cities; a model predicting each [MASK] separately "
                     "gives a pair p(first) · p(second), and pairs such as 'new diego' get some of that."),
-        1 - _ANSWER_43: "0.52 is the mass it puts *on* the four real cities; the question asks for the rest.",
-        1 - sum(p * p for p in _CITIES_43.values()):
+        1 - _ANSWER_53: "0.52 is the mass it puts *on* the four real cities; the question asks for the rest.",
+        1 - sum(p * p for p in _CITIES_53.values()):
             ("you multiplied each city's probability by itself; the factorised model multiplies the *marginals* "
              "of the two positions: p(first = new) = 0.4 + 0.2, p(second = york) = 0.4."),
         0.62: ("0.62 was the three-city table of §2, where no two cities share a word; here 'new' and 'san' each "
@@ -88,7 +88,7 @@ numeric(
 # ---- 05.4: the loss from logits ---------------------------------------------------------------------------------
 
 
-def _cases_44():
+def _cases_54():
     g = torch.Generator().manual_seed(44)
     logits = torch.randn(3, 7, 11, generator=g) * 3
     labels = torch.randint(0, 11, (3, 7), generator=g)
@@ -97,20 +97,20 @@ def _cases_44():
     return logits, labels
 
 
-def _grade_44(fn) -> str | None:
-    logits, labels = _cases_44()
+def _grade_54(fn) -> str | None:
+    logits, labels = _cases_54()
     expected = F.cross_entropy(logits.view(-1, 11), labels.view(-1))
     got = torch.as_tensor(fn(logits.clone(), labels.clone())).float()
     if got.numel() != 1:
         return f"return one number (a 0-d tensor), got shape {tuple(got.shape)}."
     if torch.allclose(got, expected, atol=1e-5):
         return None
-    return next((hint for wrong, hint in _WRONG_44
+    return next((hint for wrong, hint in _WRONG_54
                  if math.isclose(float(got), float(wrong(logits, labels)), abs_tol=1e-4)),
                 "log_softmax over the last dimension, gather the label's entry, keep labels != -100, negate, average.")
 
 
-def _solution_44():
+def _solution_54():
     def masked_lm_loss(logits, labels):
         kept = labels != -100
         logp = logits.log_softmax(-1)[kept]
@@ -141,7 +141,7 @@ def _per_sequence(logits, labels):
     return torch.stack(rows).mean()
 
 
-_WRONG_44 = (  # (a common wrong loss, its hint)
+_WRONG_54 = (  # (a common wrong loss, its hint)
     (_all_positions, "positions with label −100 are in your average: keep only labels != -100."),
     (_over_all_slots, "divide by the number of masked positions, not by batch × length."),
     (_raw_logits, "raw logits are not log-probabilities: apply log_softmax over the vocabulary first."),
@@ -152,17 +152,17 @@ register(Exercise(
     id="05.4",
     prompt=("Write masked_lm_loss(logits, labels) -> 0-d tensor from logits (batch, length, vocab) and labels "
             "(batch, length; −100 = not predicted), equal to BertForMaskedLM's loss, without F.cross_entropy."),
-    grade=_grade_44,
-    solution=_solution_44,
-    wrong_answers=tuple(wrong for wrong, _ in _WRONG_44),
+    grade=_grade_54,
+    solution=_solution_54,
+    wrong_answers=tuple(wrong for wrong, _ in _WRONG_54),
 ))
 
 # ---- 05.5: pseudo-log-likelihood ------------------------------------------------------------------------------------
-_MASK_ID_45 = 4
-_IDS_45 = torch.tensor([2, 11, 25, 17, 30, 9, 3])  # [CLS] … [SEP]
+_MASK_ID_55 = 4
+_IDS_55 = torch.tensor([2, 11, 25, 17, 30, 9, 3])  # [CLS] … [SEP]
 
 
-def _model_45() -> BertForMaskedLM:
+def _model_55() -> BertForMaskedLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(45)
         config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -171,29 +171,29 @@ def _model_45() -> BertForMaskedLM:
 
 
 @torch.no_grad()
-def _reference_45(model) -> float:
+def _reference_55(model) -> float:
     from mlm_course.objective import masked_copies
 
-    positions = torch.arange(1, len(_IDS_45) - 1)
-    copies = masked_copies(_IDS_45, positions, _MASK_ID_45)
+    positions = torch.arange(1, len(_IDS_55) - 1)
+    copies = masked_copies(_IDS_55, positions, _MASK_ID_55)
     logp = model(input_ids=copies).logits[torch.arange(len(positions)), positions].double().log_softmax(-1)
-    return float(logp.gather(-1, _IDS_45[positions][:, None]).sum())
+    return float(logp.gather(-1, _IDS_55[positions][:, None]).sum())
 
 
-def _grade_45(fn) -> str | None:
-    model = _model_45()
-    expected = _reference_45(model)
-    got = float(fn(model, _IDS_45.clone(), _MASK_ID_45))
+def _grade_55(fn) -> str | None:
+    model = _model_55()
+    expected = _reference_55(model)
+    got = float(fn(model, _IDS_55.clone(), _MASK_ID_55))
     if math.isclose(got, expected, abs_tol=1e-4):
         return None
     if got > 0:
         return "a log-likelihood is ≤ 0: sum log-probabilities (log_softmax), not probabilities or losses."
-    return next((hint for wrong, hint in _WRONG_45
-                 if math.isclose(got, wrong(model, _IDS_45.clone(), _MASK_ID_45), abs_tol=1e-4)),
+    return next((hint for wrong, hint in _WRONG_55
+                 if math.isclose(got, wrong(model, _IDS_55.clone(), _MASK_ID_55), abs_tol=1e-4)),
                 "for each non-special position i: mask only x_i, run the model, add log_softmax(logits[i])[x_i].")
 
 
-def _solution_45():
+def _solution_55():
     def pll(model, ids, mask_id):
         positions = torch.arange(1, len(ids) - 1)
         copies = ids.repeat(len(positions), 1)
@@ -231,7 +231,7 @@ def _probabilities(model, ids, mask_id):
     return total
 
 
-_WRONG_45 = (  # (a common wrong pseudo-log-likelihood ≤ 0, its hint; a positive one is caught first)
+_WRONG_55 = (  # (a common wrong pseudo-log-likelihood ≤ 0, its hint; a positive one is caught first)
     (_all_at_once, "mask one token at a time (n copies, each with a single [MASK]), not all of them in one pass."),
     (_with_specials, "[CLS] and [SEP] are not part of the sentence: score only positions 1 … n−2."),
 )
@@ -240,9 +240,9 @@ register(Exercise(
     id="05.5",
     prompt=("Write pll(model, ids, mask_id) -> float: the pseudo-log-likelihood of one encoded sentence "
             "ids = [CLS] x_1 … x_n [SEP] (a 1-D tensor), Σ_i log p(x_i | the sentence with only x_i masked)."),
-    grade=_grade_45,
-    solution=_solution_45,
-    wrong_answers=(*(wrong for wrong, _ in _WRONG_45), _probabilities),
+    grade=_grade_55,
+    solution=_solution_55,
+    wrong_answers=(*(wrong for wrong, _ in _WRONG_55), _probabilities),
 ))
 
 # ---- 05.6: explain why accuracy missed the bug --------------------------------------------------------------------
@@ -252,22 +252,22 @@ multiple_choice(
     "positions than the correctly trained one, yet a far worse loss there. Why?",
     {
         "a": "It was trained on every position instead of 15 % of them, so it saw about six times as many targets "
-             "and simply learned more.",
-        "b": "At the positions shown unchanged the visible token is the answer, and the buggy model copies what it "
-             "sees, so it collects those points; at the [MASK] positions it confidently predicts [MASK], which is "
-             "never the true token and costs it a huge loss.",
-        "c": "Accuracy and loss measure the same thing, so after only a few hundred steps the difference between "
-             "them is noise.",
-        "d": "Its training loss was lower, and a lower training loss means better predictions everywhere.",
+             "per step and simply learned more about the text than the correct model.",
+        "b": "Accuracy and loss measure the same thing, so after only a few hundred steps the difference between "
+             "them is noise that a longer run would remove.",
+        "c": "It learned to copy its input: where the true token is shown unchanged, copying scores; at [MASK] it "
+             "confidently answers [MASK], never the truth, at a huge loss.",
+        "d": "Its training loss was far lower than the correct model's, and a lower training loss means better "
+             "predictions everywhere, held-out masked positions included.",
     },
-    "b",
+    "c",
     {
-        "a": "it saw more targets, but the wrong ones: most of them were copies of the input, and at [MASK] it learned "
-             "to answer [MASK] (its fill-mask answers show it), which no held-out question rewards.",
-        "c": "top-1 only asks whether the best guess is right; the loss also charges for how little probability the "
+        "a": "it saw more targets, but the wrong ones: most of them were copies of the input, and at [MASK] it "
+             "learned to answer [MASK] (its fill-mask answers show it), which no held-out question rewards.",
+        "b": "top-1 only asks whether the best guess is right; the loss also charges for how little probability the "
              "true token got. A model that puts almost all its mass on [MASK] is wrong there by a lot, so the two "
              "can move in opposite directions.",
-        "d": "its training loss was measured against its own corrupted labels, where copying is easy; only the loss on "
-             "correct labels at masked positions says how well it predicts hidden tokens.",
+        "d": "its training loss was measured against its own corrupted labels, where copying is easy; only the loss "
+             "on correct labels at masked positions says how well it predicts hidden tokens.",
     },
 )

@@ -187,21 +187,23 @@ multiple_choice(
     "At the end of the shipped checkpoint's curve (§6) its training loss is about 0.6 nats below its held-out loss, "
     "while the held-out loss is still falling. Which explanation fits the measurements of §6?",
     {
-        "a": "The held-out chapters and articles use rarer words, so they are simply harder to predict.",
+        "a": "The held-out chapters and articles use rarer words than the training text, so they are simply harder "
+             "to predict, for any model and at every step of the run.",
         "b": "Training batches get fresh masks every step, and fresh masks are easier to fill in than the frozen "
-             "held-out masks.",
-        "c": "The model has seen every training block about 136 times and has started to know that text better "
-             "than new text; since the held-out loss still falls, this is not yet the harmful kind of overfitting.",
-        "d": "The training loss is an average over the steps of each log interval, so it lags behind the weights.",
+             "held-out masks, which were drawn once, with a fixed seed.",
+        "c": "The training loss is an average over the steps of each log interval, so it lags behind the weights and "
+             "reads lower than the held-out loss, which scores the final weights.",
+        "d": "It has seen each training block about 136 times and knows that text better than new text; with the "
+             "held-out loss still falling, this is not yet harmful overfitting.",
     },
-    "c",
+    "d",
     {
         "a": "the unigram baseline measures exactly that, and it differs by only about 0.1 nats between the training "
              "sample and the held-out set; the rest of the gap is the model's.",
-        "b": "fresh and frozen masks are drawn by the same rule (15 %, 80/10/10); frozen only means the same positions "
-             "at every evaluation. The gap is there when the final weights score a training sample with frozen "
-             "masks too.",
-        "d": "a lag makes the training loss *higher* while the loss is falling, not lower; and the gap is also there "
+        "b": "fresh and frozen masks are drawn by the same rule (15 %, 80/10/10); frozen only means the same "
+             "positions at every evaluation. The gap is there when the final weights score a training sample with "
+             "frozen masks too.",
+        "c": "a lag makes the training loss *higher* while the loss is falling, not lower; and the gap is also there "
              "when the final weights score a training sample with frozen masks.",
     },
 )

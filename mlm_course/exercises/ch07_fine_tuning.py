@@ -116,10 +116,10 @@ register(Exercise(
 ))
 
 # ---- 07.2: accuracy and F1 from a confusion matrix -------------------------------------------------------------
-_CONFUSION_62 = [[40, 10], [5, 45]]  # rows: true negative / positive; columns: predicted negative / positive
-_ACC_62, _F1_62 = 85 / 100, 2 * 45 / (2 * 45 + 10 + 5)
-_GRADE_F1_62, _WRONG_F1_62 = numeric_grader(
-    "07.2", _F1_62,
+_CONFUSION_72 = [[40, 10], [5, 45]]  # rows: true negative / positive; columns: predicted negative / positive
+_ACC_72, _F1_72 = 85 / 100, 2 * 45 / (2 * 45 + 10 + 5)
+_GRADE_F1_72, _WRONG_F1_72 = numeric_grader(
+    "07.2", _F1_72,
     wrong={
         2 * 40 / (2 * 40 + 5 + 10):
             "that is the F1 of the negative class; F1 here is for the positive class (row 1, column 1 = 45).",
@@ -133,20 +133,20 @@ _GRADE_F1_62, _WRONG_F1_62 = numeric_grader(
 )
 
 
-def _grade_62(answer) -> str | None:
+def _grade_72(answer) -> str | None:
     accuracy, f1 = (float(x) for x in answer)
-    if not math.isclose(accuracy, _ACC_62, abs_tol=1e-3):
+    if not math.isclose(accuracy, _ACC_72, abs_tol=1e-3):
         return "accuracy is the diagonal over everything: (40 + 45) / 100."
-    return _GRADE_F1_62(f1)
+    return _GRADE_F1_72(f1)
 
 
 register(Exercise(
     id="07.2",
-    prompt=(f"Confusion matrix {_CONFUSION_62} (rows = true negative/positive, columns = predicted). Give "
+    prompt=(f"Confusion matrix {_CONFUSION_72} (rows = true negative/positive, columns = predicted). Give "
             "(accuracy, F1 of the positive class)."),
-    grade=_grade_62,
-    solution=lambda: (_ACC_62, _F1_62),
-    wrong_answers=(*((_ACC_62, f1) for f1 in _WRONG_F1_62), (0.45, _F1_62)),
+    grade=_grade_72,
+    solution=lambda: (_ACC_72, _F1_72),
+    wrong_answers=(*((_ACC_72, f1) for f1 in _WRONG_F1_72), (0.45, _F1_72)),
 ))
 
 # ---- 07.3: the head by hand ---------------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def _tiny_classifier():
     return BertForSequenceClassification(config).eval()
 
 
-def _grade_63(fn) -> str | None:
+def _grade_73(fn) -> str | None:
     model = _tiny_classifier()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 50, (3, 7), generator=g)
@@ -176,11 +176,11 @@ def _grade_63(fn) -> str | None:
         return f"return logits of shape (batch, num_labels) = {tuple(expected.shape)}, got {tuple(got.shape)}."
     if torch.allclose(got, expected, atol=1e-5):
         return None
-    return next((hint for wrong, hint in _WRONG_63 if torch.allclose(got, wrong(hidden, model), atol=1e-5)),
+    return next((hint for wrong, hint in _WRONG_73 if torch.allclose(got, wrong(hidden, model), atol=1e-5)),
                 "logits = classifier(tanh(pooler.dense(hidden_states[:, 0]))) (dropout is off in eval mode).")
 
 
-def _solution_63():
+def _solution_73():
     def head(hidden_states, model):
         pooled = torch.tanh(model.bert.pooler.dense(hidden_states[:, 0]))
         return model.classifier(pooled)
@@ -188,7 +188,7 @@ def _solution_63():
     return head
 
 
-_WRONG_63 = (  # (a common wrong head, its hint)
+_WRONG_73 = (  # (a common wrong head, its hint)
     (lambda h, m: m.classifier(h[:, 0]),
      "BERT's head first passes h_[CLS] through the pooler: tanh(pooler.dense(h)). You skipped it."),
     (lambda h, m: m.classifier(torch.tanh(m.bert.pooler.dense(h.mean(1)))),
@@ -200,21 +200,21 @@ register(Exercise(
     id="07.3",
     prompt=("Write head(hidden_states, model) -> logits: BertForSequenceClassification's head from the encoder's "
             "last hidden states (batch, seq, hidden), in eval mode."),
-    grade=_grade_63,
-    solution=_solution_63,
-    wrong_answers=tuple(wrong for wrong, _ in _WRONG_63),
+    grade=_grade_73,
+    solution=_solution_73,
+    wrong_answers=tuple(wrong for wrong, _ in _WRONG_73),
 ))
 
 # ---- 07.4: length buckets -----------------------------------------------------------------------------------------
-_LENGTHS_64 = torch.randint(3, 80, (1000,), generator=torch.Generator().manual_seed(64))
+_LENGTHS_74 = torch.randint(3, 80, (1000,), generator=torch.Generator().manual_seed(64))
 
 
 def _padding(batches, lengths) -> int:
     return sum(len(b) * int(lengths[b].max()) - int(lengths[b].sum()) for b in batches)
 
 
-def _grade_64(fn) -> str | None:
-    lengths, batch_size = _LENGTHS_64.clone(), 16
+def _grade_74(fn) -> str | None:
+    lengths, batch_size = _LENGTHS_74.clone(), 16
     runs = []
     for seed in (0, 1, 0):
         batches = [[int(i) for i in b] for b in fn(lengths.clone(), batch_size, torch.Generator().manual_seed(seed))]
@@ -238,7 +238,7 @@ def _grade_64(fn) -> str | None:
     return None
 
 
-def _solution_64():
+def _solution_74():
     def bucket_batches(lengths, batch_size, generator):
         order = torch.randperm(len(lengths), generator=generator)
         pool = 50 * batch_size
@@ -271,8 +271,8 @@ register(Exercise(
     prompt=("Write bucket_batches(lengths, batch_size, generator) -> list of index lists: every example once, "
             "batches of similar lengths (little padding), a different order for a different seed, no Python loop "
             "over examples."),
-    grade=_grade_64,
-    solution=_solution_64,
+    grade=_grade_74,
+    solution=_solution_74,
     wrong_answers=(_sorted_only, _random_batches, _drop_last),
 ))
 
@@ -282,17 +282,19 @@ multiple_choice(
     "Fine-tuned with the same recipe, MiniLM-L6 reaches 83.7 % test accuracy and the course checkpoint 76.3 %. "
     "Why is this gap no evidence that masked-LM pretraining is what pays?",
     {
-        "a": "Because the gap is within the noise of a test set of 1,057 sentences.",
-        "b": "Because all-MiniLM-L6-v2 was not made by masked-LM pretraining alone: it was distilled from a larger "
-             "model and then trained contrastively on about 1 B sentence pairs. The gap mixes a teacher, far more "
-             "data, another objective and 15 times the parameters; nothing in it isolates the masked-LM objective.",
-        "c": "Because MiniLM was fine-tuned for more epochs than the course checkpoint.",
-        "d": "Because the test set was used to pick the best model, which flatters MiniLM.",
+        "a": "Because MiniLM differs in much more than the objective: it was distilled from a larger model, then "
+             "trained contrastively on about 1 B sentence pairs, with 15× the parameters.",
+        "b": "Because the gap is within the noise of a test set of 1,057 sentences: a 95 % interval at that size is "
+             "wider than the 7.4 points between the two models.",
+        "c": "Because MiniLM was fine-tuned for more epochs than the course checkpoint, and the extra passes over "
+             "the labelled sentences, not anything it learned before, bought its lead.",
+        "d": "Because the test set was used to pick each model's best checkpoint, so 83.7 % is MiniLM's luckiest "
+             "test score, not a fair estimate of its accuracy.",
     },
-    "b",
+    "a",
     {
-        "a": "one 95 % interval at 80 % accuracy on 1,057 sentences is about ±2.4 points (the dot plot's bars); "
-             "7.4 points is far outside it. The gap is real; the question is what caused it.",
+        "b": "one 95 % interval at 80 % accuracy on 1,057 sentences is about ±2.4 points (the dot plot's bars); 7.4 "
+             "points is far outside it. The gap is real; the question is what caused it.",
         "c": "it had fewer: one epoch against two (section 6 prints them), which can only have hurt MiniLM. Look at "
              "how MiniLM itself was trained (section 3).",
         "d": "every model is chosen on dev and test is scored once (section 5), the same rule for all rows.",
@@ -303,16 +305,17 @@ multiple_choice(
 multiple_choice(
     "07.6",
     "Zero-shot, the course checkpoint gives the real sentence the higher pseudo-log-likelihood in 96.0 % of the word-"
-    "order test pairs; MiniLM-L6, a far stronger encoder, in 47.0 % (95 % interval 41.4-52.6 %). Why is MiniLM at "
+    "order test pairs; MiniLM-L6, a far stronger encoder, in 50.0 % (95 % interval 44.4-55.6 %). Why is MiniLM at "
     "chance?",
     {
-        "a": "Because MiniLM never read Austen or Wikipedia, so this English is foreign to it.",
-        "b": "Because the package ships MiniLM's encoder without a masked-LM head (it was distilled and then trained "
-             "contrastively, with no word-prediction head to keep), so the head that turns hidden states into word "
-             "probabilities is newly initialised: random. Every PLL is then noise, however good the encoder is.",
+        "a": "Because MiniLM never read Austen or Wikipedia, so this 19th-century and encyclopaedic English is "
+             "foreign to it, and its word probabilities for it are poor.",
+        "b": "Because MiniLM ships without a masked-LM head, so loading it as a masked LM initialises the head at "
+             "random: every PLL is noise, however good the encoder is.",
         "c": "Because PLL is biased towards short sentences, and MiniLM's tokenizer cuts the corrupted copies into "
-             "fewer pieces.",
-        "d": "Because a 6-layer model is too shallow to represent word order.",
+             "fewer pieces than the real ones, so they win about half the pairs.",
+        "d": "Because a 6-layer model is too shallow to represent word order: its attention cannot tell a sentence "
+             "from a shuffled copy of the same words.",
     },
     "b",
     {

@@ -19,7 +19,7 @@ _RATE, _MIX = 0.15, (0.8, 0.1, 0.1)  # selection rate; [MASK], random, unchanged
 _SHARES = tuple(_RATE * share for share in _MIX)  # of all maskable tokens
 
 
-def _grade_71(answer) -> str | None:
+def _grade_81(answer) -> str | None:
     values = [float(x) for x in answer]
     if len(values) != 3:
         return "give three shares: ([MASK], random token, unchanged-but-predicted)."
@@ -36,7 +36,7 @@ register(Exercise(
     id="08.1",
     prompt="At rate 15 % and MASK/SAME/RND = 80/10/10, what share of all maskable tokens does the model see as "
            "(a) [MASK], (b) a random token, (c) unchanged but predicted? Give a tuple of three numbers.",
-    grade=_grade_71,
+    grade=_grade_81,
     solution=lambda: _SHARES,
     wrong_answers=(_MIX, (_MIX[0] / _RATE, *_MIX[1:]), (*_SHARES[:2], 1 - sum(_SHARES[:2]))),
 ))
@@ -78,69 +78,77 @@ numeric(
 
 
 # ---- 08.4: is a difference between two variants more than seed noise? ---------------------------------------------
-def _welch(a, b) -> float:
-    va, vb = statistics.variance(a), statistics.variance(b)
-    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(va / len(a) + vb / len(b))
+def _paired(a, b) -> float:
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    return statistics.fmean(differences) / (statistics.stdev(differences) / math.sqrt(len(differences)))
 
 
-def _cases_74() -> list[tuple[list[float], list[float]]]:
-    rng = random.Random(74)
-    cases = [([0.71, 0.74, 0.72], [0.69, 0.70, 0.66]), ([5.9, 6.1, 6.0, 6.2], [6.3, 6.25, 6.4])]
-    for n_a, n_b in ((3, 3), (5, 3), (3, 6)):
-        cases.append(([rng.gauss(0.7, 0.02) for _ in range(n_a)], [rng.gauss(0.68, 0.05) for _ in range(n_b)]))
+def _cases_84() -> list[tuple[list[float], list[float]]]:
+    rng = random.Random(84)
+    cases = [([0.71, 0.74, 0.72], [0.69, 0.70, 0.66]), ([5.9, 6.1, 6.0, 6.2], [6.3, 6.25, 6.4, 6.5])]
+    for n in (3, 5, 8):
+        shared = [rng.gauss(0.7, 0.05) for _ in range(n)]  # what a seed does to both variants alike
+        cases.append(([s + rng.gauss(0.02, 0.01) for s in shared], [s + rng.gauss(0.0, 0.01) for s in shared]))
     return cases
 
 
-def _grade_74(fn) -> str | None:
-    for a, b in _cases_74():
+def _grade_84(fn) -> str | None:
+    for a, b in _cases_84():
         got = float(fn(list(a), list(b)))
-        expected = _welch(a, b)
+        expected = _paired(a, b)
         if math.isclose(got, expected, rel_tol=1e-6):
             continue
         if math.isclose(got, -expected, rel_tol=1e-6):
-            return "the sign is reversed: t = (mean(a) − mean(b)) / standard error."
+            return "the sign is reversed: t = mean(a − b) / standard error, a minus b."
+        if math.isclose(got, _welch_t(a, b), rel_tol=1e-6):
+            return ("that is Welch's t for two independent groups. Seed k of both variants starts from the same "
+                    "weights and sees the same data order: take the per-seed differences a[k] − b[k] first.")
         if math.isclose(got, _population_t(a, b), rel_tol=1e-6):
-            return "use the sample variance (divide by n − 1): with 3 seeds, dividing by n underestimates the noise."
-        pooled = ((len(a) - 1) * statistics.variance(a) + (len(b) - 1) * statistics.variance(b)) / (len(a) + len(b) - 2)
-        student = (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(pooled * (1 / len(a) + 1 / len(b)))
-        if math.isclose(got, student, rel_tol=1e-6) and len(a) != len(b):
-            return "that is Student's t with a pooled variance; Welch's t keeps each group's variance / its size."
-        if math.isclose(got, _no_sizes_t(a, b), rel_tol=1e-6):
-            return "divide each variance by its group's size: the standard error of a mean is s / √n."
+            return "use the sample standard deviation of the differences (divide by n − 1, not n)."
+        if math.isclose(got, _no_sqrt_t(a, b), rel_tol=1e-6):
+            return "the standard error of a mean is s / √n: divide the differences' standard deviation by √n."
         return f"for a={a} and b={b} the expected t is {expected:.4f}; got {got:.4f}."
     return None
 
 
-def _solution_74():
-    def welch_t(a, b):
-        mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
-        var_a = sum((x - mean_a) ** 2 for x in a) / (len(a) - 1)
-        var_b = sum((x - mean_b) ** 2 for x in b) / (len(b) - 1)
-        return (mean_a - mean_b) / math.sqrt(var_a / len(a) + var_b / len(b))
+def _solution_84():
+    def paired_t(a, b):
+        differences = [x - y for x, y in zip(a, b, strict=True)]
+        n = len(differences)
+        mean = sum(differences) / n
+        sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1))
+        return mean / (sd / math.sqrt(n))
 
-    return welch_t
+    return paired_t
+
+
+def _welch_t(a, b):
+    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(
+        statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
 
 
 def _population_t(a, b):
-    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(
-        statistics.pvariance(a) / len(a) + statistics.pvariance(b) / len(b))
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    return statistics.fmean(differences) / (statistics.pstdev(differences) / math.sqrt(len(differences)))
 
 
 def _reversed_t(a, b):
-    return -_welch(a, b)
+    return -_paired(a, b)
 
 
-def _no_sizes_t(a, b):
-    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(statistics.variance(a) + statistics.variance(b))
+def _no_sqrt_t(a, b):
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    return statistics.fmean(differences) / statistics.stdev(differences)
 
 
 register(Exercise(
     id="08.4",
-    prompt="Write welch_t(a, b) -> float: Welch's t statistic for the difference of the means of two lists of "
-           "per-seed results (sample variances, each divided by its own group size), without scipy.",
-    grade=_grade_74,
-    solution=_solution_74,
-    wrong_answers=(_population_t, _reversed_t, _no_sizes_t),
+    prompt="Write paired_t(a, b) -> float: the paired t statistic of two lists of per-seed results, a[k] and b[k] "
+           "from the same seed (mean of the differences a[k] − b[k] over its standard error: their sample standard "
+           "deviation / √n), without scipy.",
+    grade=_grade_84,
+    solution=_solution_84,
+    wrong_answers=(_welch_t, _population_t, _reversed_t, _no_sqrt_t),
 ))
 
 # ---- 08.5: explain why the frozen 80/10/10 evaluation favours mixes with SAME -------------------------------------
@@ -150,21 +158,22 @@ multiple_choice(
     "lower losses than those that do not (6.21 for 80/10/10 against 6.57 for 100/0/0, seed spread < 0.01). Why "
     "does this not show, by itself, that SAME gives better representations?",
     {
-        "a": "Because three seeds are too few to tell a difference of 0.35 nats from noise.",
-        "b": "Because 10 % of the evaluation positions show the true token: a model trained with SAME has learned "
-             "that a visible token may be the answer and copies it, a model trained without SAME was never asked "
-             "about a visible token. The evaluation resembles one training mix; compare the mixes at the "
-             "[MASK] positions, where every model was trained, before concluding.",
-        "c": "Because mixes without SAME predict fewer tokens per step, so they had less training signal.",
-        "d": "Because every run was scored on different held-out positions.",
+        "a": "Because three seeds are too few to tell a difference of 0.35 nats from noise, however small the spread "
+             "between them looks; it takes at least ten seeds per mix.",
+        "b": "Because every run was scored on its own held-out positions, drawn with its own seed, so the losses of "
+             "two mixes answer different questions and cannot be compared.",
+        "c": "Because mixes without SAME predict fewer tokens per step, only those shown as [MASK] or a random "
+             "token, so they got less training signal and lag behind.",
+        "d": "Because 10 % of the evaluation positions show the true token, which only models trained with SAME "
+             "learned to copy; compare the mixes at the [MASK] positions.",
     },
-    "b",
+    "d",
     {
         "a": "the seed-to-seed spread is below 0.01 nats and Welch's t is about 80: the difference is real. The "
              "question is what it measures.",
-        "c": "every mix selects the same 15 % of the tokens and predicts all of them; the mix only decides what "
-             "the selected positions show.",
-        "d": "the evaluation masks are frozen (seed 1234): every run is scored on the same positions with the same "
+        "b": "the evaluation masks are frozen (seed 1234): every run is scored on the same positions with the same "
              "replacements (section 3).",
+        "c": "every mix selects the same 15 % of the tokens and predicts all of them; the mix only decides what the "
+             "selected positions show.",
     },
 )

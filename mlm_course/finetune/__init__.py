@@ -7,7 +7,8 @@
 * :mod:`~mlm_course.finetune.data` — :func:`encode`, :func:`sentiment_data`: token ids without padding;
   :class:`LengthBucketSampler` + :func:`pad_batch`: batches of similar lengths, each padded only to its own longest.
 * :mod:`~mlm_course.finetune.metrics` — :func:`evaluate`, :func:`score`, :func:`classification_metrics`,
-  :func:`most_confident_errors`, :func:`predict`; :func:`bag_of_words_baseline`: TF-IDF + logistic regression.
+  :func:`most_confident_errors`, :func:`predict`, :func:`prediction_string`; :func:`bag_of_words_baseline`: TF-IDF +
+  logistic regression.
 * :mod:`~mlm_course.finetune.display` — :func:`first_available`, :func:`comparison_table`: what notebook 07 shows.
 
 The runs themselves (the runner, dev selection, early stopping, ``mlm-course finetune``) are in
@@ -41,6 +42,7 @@ from mlm_course.finetune.metrics import (
     logistic_regression_on_dev,
     most_confident_errors,
     predict,
+    prediction_string,
     score,
 )
 
@@ -48,5 +50,6 @@ __all__ = [
     "LABEL_NAMES", "MIN_MAX_LENGTH", "RANDOM_PREFIX", "Encoded", "EvalResult", "LengthBucketSampler", "Predictions",
     "bag_of_words_baseline", "classification_loss", "classification_metrics", "comparison_table", "encode",
     "evaluate", "first_available", "head_by_hand", "load_classifier", "logistic_regression_on_dev",
-    "make_loader", "most_confident_errors", "pad_batch", "predict", "score", "sentiment_data", "subset",
+    "make_loader", "most_confident_errors", "pad_batch", "predict", "prediction_string", "score", "sentiment_data",
+    "subset",
 ]

@@ -33,6 +33,11 @@ def classification_metrics(labels: Sequence[int], predictions: Sequence[int], nu
             "examples": len(y)}
 
 
+def prediction_string(predictions: Sequence[int]) -> str:
+    """Test predictions as stored in run files: one character (the class number) per test sentence, in order."""
+    return "".join(str(int(p)) for p in predictions)
+
+
 @dataclass
 class EvalResult:
     """Predictions on one split in the split's order: log-probabilities [n, classes], labels, metrics, loss."""

@@ -24,6 +24,7 @@ from mlm_course.lab.finetune_run import FinetuneConfig, fit
 from mlm_course.lab.precision import machine
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.lab.run_files import write_json_atomic
+from mlm_course.label_efficiency import collapse
 from mlm_course.pretraining import frozen_eval_batches, pack_blocks, unigram_baseline
 
 
@@ -60,7 +61,9 @@ def load_data(budget: Budget) -> GridData:
 
 
 def fine_tune_accuracy(model: torch.nn.Module, data: GridData, budget: Budget, seed: int, work_dir: Path) -> dict:
-    """Fine-tune the pretrained encoder (new head) on sentiment; dev picks the best epoch; test accuracy."""
+    """Fine-tune the pretrained encoder (new head) on sentiment with the stored grid's recipe (``finetune_epochs``
+    epochs, dev picks the best epoch); test accuracy, the share of test sentences predicted positive, and whether
+    the run collapsed to one class (≥ 95 % of its test predictions, notebook 07's rule)."""
     model.save_pretrained(work_dir)
     data.tokenizer.save_pretrained(work_dir)
     classifier, _ = finetune.load_classifier(work_dir, seed=seed, dropout=0.1)
@@ -68,10 +71,12 @@ def fine_tune_accuracy(model: torch.nn.Module, data: GridData, budget: Budget, s
                             precision="fp32")  # as the stored grid
     pad = data.tokenizer.pad_token_id
     fitted = fit(classifier, data.sentiment["train"], data.sentiment["dev"], config, pad_token_id=pad,
-                          progress=False, verbose=False)
+                 progress=False, verbose=False)
     test = finetune.evaluate(fitted.model, data.sentiment["test"], pad_token_id=pad)
+    share, collapsed = collapse(test.predictions)
     return {"dev_accuracy": fitted.best_dev["accuracy"] if fitted.best_dev else None,
-            "test_accuracy": test.metrics["accuracy"], "steps": fitted.steps}
+            "test_accuracy": test.metrics["accuracy"], "steps": fitted.steps, "best_step": fitted.best_step,
+            "predicted_positive_share": round(share, 4), "collapsed": collapsed}
 
 
 def heldout_by_action(model: torch.nn.Module, data: GridData) -> dict[str, dict[str, float]]:
@@ -94,8 +99,8 @@ def heldout_baselines(data: GridData) -> dict[str, dict[str, float]]:
 def variant_config(variant: Variant, seed: int, budget: Budget) -> PretrainConfig:
     """The pretraining settings of one run of the grid: the budget's recipe with the variant's masking, in fp32
     (the stored grid is fp32; "auto" would pick bf16 on CPUs where it measures faster)."""
-    return PretrainConfig(size=budget.model, seq_len=budget.seq_len, dropout=0.0, mask_rate=variant.rate,
-                          mask_mix=variant.mix, static_copies=variant.static_copies, steps=budget.steps,
+    return PretrainConfig(size=budget.size, seq_len=budget.seq_len, dropout=0.0, mask_rate=variant.mask_rate,
+                          mask_mix=variant.mask_mix, static_copies=variant.static_copies, steps=budget.steps,
                           batch_size=budget.batch_size, lr=budget.lr, warmup_ratio=budget.warmup_ratio,
                           eval_every=budget.steps, save_every=budget.steps, seed=seed, precision="fp32")
 
@@ -105,7 +110,7 @@ def pretrain_variant(variant: Variant, seed: int, budget: Budget, data: GridData
     """Pretrain one variant with one seed and score it on the held-out masks (overall and by action)."""
     start = time.perf_counter()
     config = variant_config(variant, seed, budget)
-    model = models.build_model(budget.model, data.tokenizer, seed=seed, max_length=budget.seq_len, dropout=0.0)
+    model = models.build_model(budget.size, data.tokenizer, seed=seed, max_length=budget.seq_len, dropout=0.0)
     blocks = data.small_blocks if variant.small_data else data.train_blocks
     result = pretrain(model, data.tokenizer, blocks, data.eval_blocks, config, progress=progress)
     heldout = [m for m in result.metrics if m["split"] == "eval"][-1]

@@ -37,6 +37,17 @@ def _numbers(name: str, count: int):
     return parse
 
 
+def _at_least_one(text: str) -> int:
+    """A whole number ≥ 1 from the command line, or the parser's error naming the option."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number ≥ 1, not {text!r}")
+    return value
+
+
 def _parse_as(field: dataclasses.Field) -> dict:
     """argparse keywords for a field, from its annotation (a string: the modules use postponed annotations)."""
     kind = str(field.type).replace(" | None", "")
@@ -144,14 +155,17 @@ def _add_fill_mask(sub) -> None:
     )
     p.add_argument("model", help="'course', 'minilm', a folder, or a hub name (with --allow-hub)")
     p.add_argument("text", help='text with one or more [MASK], e.g. "She opened the [MASK]."')
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=_at_least_one, default=5, help="guesses per [MASK] (default: 5)")
     p.add_argument("--allow-hub", action="store_true", help="allow downloading from the Hugging Face hub")
-    p.set_defaults(func=cmd_fill_mask)
+    p.set_defaults(func=cmd_fill_mask, parser=p)
 
 
 def cmd_fill_mask(args) -> int:
-    from mlm_course.models import fill_mask, load_mlm
+    from mlm_course.models import fill_mask, hub_refusal, load_mlm
 
+    refusal = hub_refusal(args.model, args.allow_hub or None, how="add --allow-hub")
+    if refusal is not None:
+        args.parser.error(f"MODEL {refusal}")
     model, tokenizer = load_mlm(args.model, allow_hub=args.allow_hub or None)
     for index, guesses in enumerate(fill_mask(model, tokenizer, args.text, args.top_k), start=1):
         print(f"[MASK] #{index}: " + ", ".join(f"{token} ({prob:.3f})" for token, prob in guesses))

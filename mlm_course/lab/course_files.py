@@ -2,19 +2,22 @@
 
 The wheel carries the notebooks (with their stored outputs) and the results files they read, built from the
 repository's ``notebooks/`` (pyproject.toml's ``data-files``: they install to ``share/mlm_course/notebooks`` under
-the environment's prefix). In a clone with an editable install they are read from ``notebooks/`` itself.
+the environment's prefix), and the benchmarks' results beside them (``share/mlm_course/benchmarks/results``, from
+``benchmarks/results/``). In a clone with an editable install they are read from ``notebooks/`` and
+``benchmarks/results/`` themselves.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import shutil
 from pathlib import Path
 
 import mlm_course
 
-NOTEBOOK_GLOBS = ("[0-9][0-9]_*.ipynb", "results/*.json", "zh/[0-9][0-9]_*.ipynb")
+NOTEBOOK_GLOBS = ("[0-9][0-9]_*.ipynb", "results/*.json", "zh/[0-9][0-9]_*.ipynb", "zh/GLOSSARY.md")
 _PACKAGED = ("share", "mlm_course", "notebooks")
 
 
@@ -33,6 +36,13 @@ def notebooks_folder() -> Path:
             return Path(file.locate()).resolve().parent
     raise FileNotFoundError("this installation of mlm_course has no notebooks: reinstall it from its wheel "
                             "(`pip install --force-reinstall mlm_course`)")
+
+
+def benchmark_result(name: str) -> dict | None:
+    """The stored result ``benchmarks/results/NAME`` (a JSON file a benchmark or the GPU check wrote) of this
+    installation, read; None where it was never measured (the GPU check without a GPU, say)."""
+    path = notebooks_folder().parent / "benchmarks" / "results" / name
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def course_files(source: Path) -> list[Path]:

@@ -5,7 +5,6 @@ measured by what the input showed at each predicted position (:func:`evaluate_by
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
@@ -17,6 +16,7 @@ from mlm_course.lab.runner import TrainLoop, TrainResult
 from mlm_course.masking import MaskSpec
 from mlm_course.objective import masked_lm_loss
 from mlm_course.pretraining import mask_blocks, masked_predictions
+from mlm_course.statistics import mean_interval
 
 
 def buggy_mask_blocks(
@@ -53,8 +53,9 @@ def evaluate_by_action(model: torch.nn.Module, batches: Sequence[Mapping[str, to
     input showed there (:func:`mlm_course.pretraining.masked_predictions`, the one scoring of masked positions).
 
     Also the share of positions where the top prediction is the [MASK] token, and where it is the token shown
-    in the input (copying), and ``loss_ci95``: the half-width of a 95 % normal interval for the mean loss over the
-    scored tokens (1.96 · standard error; noise from which tokens were scored, not from training). Keys: ``"all"``
+    in the input (copying), and ``loss_ci95``: the half-width of the 95 % t-interval for the mean loss over the
+    scored tokens (:func:`mlm_course.statistics.mean_interval`; noise from which tokens were scored, not from
+    training). Keys: ``"all"``
     and the action names ``masking.ACTION_NAMES[1:]`` ("[MASK]", "random token", "unchanged"); a random token that
     happens to be the true one counts as unchanged.
     """
@@ -74,5 +75,5 @@ def evaluate_by_action(model: torch.nn.Module, batches: Sequence[Mapping[str, to
         out[name] = {"tokens": n, "loss": float(losses.mean()), "top1": found.scores(where)["top1"],
                      "mask": float((best[where] == mask_token_id).double().mean()),
                      "copy": float((best[where] == found.shown[where]).double().mean()),
-                     "loss_ci95": 1.96 * float(losses.std() / math.sqrt(n)) if n > 1 else float("nan")}
+                     "loss_ci95": mean_interval(losses.numpy())[1]}
     return out

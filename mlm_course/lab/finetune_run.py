@@ -17,6 +17,7 @@ from transformers import PreTrainedTokenizerBase
 
 from mlm_course.atomic import write_folder_atomic
 from mlm_course.finetune import (
+    RANDOM_PREFIX,
     Encoded,
     EvalResult,
     LengthBucketSampler,
@@ -25,6 +26,7 @@ from mlm_course.finetune import (
     evaluate,
     load_classifier,
     pad_batch,
+    prediction_string,
     score,
     sentiment_data,
 )
@@ -35,8 +37,10 @@ from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_ato
 from mlm_course.lab.runner import InvalidSettings, LoopConfig, OptimiserSettings, TrainLoop
 from mlm_course.lab.seeds import generator_for
 from mlm_course.masking import IGNORE_INDEX
+from mlm_course.models import CONFIGS, hub_refusal
 
-BEST_DIR, RESULTS_FILE = "best", "results.json"
+BEST_DIR = "best"
+RESULTS_FILE = "results.json"
 COMPILE_WIDTH = 32  # with torch.compile: batch widths rounded up to a multiple of this (few shapes, no recompiles)
 
 
@@ -77,6 +81,12 @@ class FinetuneConfig(OptimiserSettings):
             problems["max_length"] = f"must be ≥ {MIN_MAX_LENGTH}, not {self.max_length!r}"
         if self.dropout is not None and not 0 <= self.dropout < 1:
             problems["dropout"] = f"must be in [0, 1), not {self.dropout!r}"
+        shape = str(self.model).removeprefix(RANDOM_PREFIX)
+        fresh_of_a_size = str(self.model).startswith(RANDOM_PREFIX) and shape in CONFIGS
+        refusal = None if fresh_of_a_size else hub_refusal(shape, self.allow_hub or None, how="add --allow-hub",
+                                                              known="'course', 'minilm', 'random:SIZE'")
+        if refusal is not None:
+            problems["model"] = refusal
         if problems:
             raise InvalidSettings("fine-tuning", problems)
 
@@ -105,10 +115,14 @@ class RunBatches:
 
     def __init__(self, data: Encoded, batch_size: int, *, seed: int, pad_token_id: int,
                  pad_to_multiple_of: int | None = None, full_rows: bool = False):
-        self.data, self.batch_size, self.seed, self.full_rows = data, batch_size, seed, full_rows
+        self.data = data
+        self.batch_size = batch_size
+        self.seed = seed
+        self.full_rows = full_rows
         self.per_epoch = len(LengthBucketSampler(data.lengths, batch_size))
         self.collate = partial(pad_batch, pad_token_id=pad_token_id, pad_to_multiple_of=pad_to_multiple_of)
-        self._epoch, self._batches = None, []
+        self._epoch: int | None = None
+        self._batches: list[list[int]] = []
 
     def __call__(self, g: int) -> dict[str, torch.Tensor]:
         epoch, position = divmod(g, self.per_epoch)
@@ -155,10 +169,17 @@ class BestOnDev:
 
     def __init__(self, dev: Encoded, config: FinetuneConfig, *, pad_token_id: int, tokenizer, out: Path | None,
                  is_main: bool):
-        self.dev, self.config, self.pad_token_id, self.tokenizer = dev, config, pad_token_id, tokenizer
-        self.out, self.is_main = out, is_main
+        self.dev = dev
+        self.config = config
+        self.pad_token_id = pad_token_id
+        self.tokenizer = tokenizer
+        self.out = out
+        self.is_main = is_main
         self.model = None  # the runner's model, whose weights are kept: set once the runner exists
-        self.row, self.state, self.dir, self.since = None, None, None, 0
+        self.row: dict | None = None  # the best dev evaluation so far
+        self.state: dict | None = None  # its weights, on the CPU
+        self.dir: Path | None = None  # its best/ folder
+        self.since = 0  # evaluations since it
 
     def evaluate(self, model: torch.nn.Module) -> dict:
         log_probs = score(model, self.dev, pad_token_id=self.pad_token_id, batch_size=self.config.eval_batch_size)
@@ -168,7 +189,8 @@ class BestOnDev:
     def after_evaluation(self, row: dict) -> bool:
         """Keep the best dev row and weights; True when patience is exhausted."""
         if self.row is None or better(row, self.row):
-            self.row, self.since = row, 0
+            self.row = row
+            self.since = 0
             self.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
             if self.out is not None and self.is_main:
                 self.dir = write_folder_atomic(self.out / BEST_DIR, self._write)
@@ -196,7 +218,8 @@ def fit(model: torch.nn.Module, train: Encoded, dev: Encoded | None, config: Fin
     if config.patience is not None and dev is None:
         raise ValueError("early stopping needs a dev split: pass dev=... or set patience=None")
     processes = processes or Processes()
-    slots, out = config.grad_accum * processes.count, Path(out_dir) if out_dir is not None else None
+    slots = config.grad_accum * processes.count
+    out = Path(out_dir) if out_dir is not None else None
     device_type = (config.device or ("cuda" if torch.cuda.is_available() else "cpu")).split(":")[0]
     batches = RunBatches(train, config.batch_size, seed=config.seed, pad_token_id=pad_token_id,
                          pad_to_multiple_of=config.padding_multiple(device_type), full_rows=config.compile)
@@ -270,6 +293,7 @@ def _summary(splits: dict[str, Encoded], result: FitResult, evals: dict[str, Eva
         **{f"{split}_examples": len(data) for split, data in splits.items()},
         "steps": result.steps, "epochs": result.epochs, "best_step": result.best_step,
         "stopped_early": result.stopped_early, **{split: short(e.metrics) for split, e in evals.items()},
+        "test_predictions": prediction_string(evals["test"].predictions),  # for paired comparisons
         "train_seconds": round(result.seconds, 1), "total_seconds": round(seconds, 1),
         "precision": result.description,
         "hardware": {**machine(next(result.model.parameters()).device), "processes": processes},

@@ -5,19 +5,24 @@ allowed (``MLM_COURSE_ALLOW_HUB=1``); otherwise the course's BERT at the ``small
 for a few minutes of the course recipe, then fine-tuned. On a CPU: the small path — the course checkpoint
 fine-tuned briefly — so the notebook runs everywhere and prints the same table. Every row gives tokens/s, the
 model FLOP utilisation (notebook 04's FLOP count ÷ the device's peak) and, for fine-tuning, test accuracy.
+
+``python -m mlm_course.lab.gpu_finale --out FILE`` runs it outside a notebook (the GPU check's ``finale`` step).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 
 from mlm_course import bert, models
 from mlm_course.lab import finetune_run, pretrain_run
+from mlm_course.lab.cli import _at_least_one
 from mlm_course.lab.precision import cpu_matmul_tflops, peak_tflops, pick_device
+from mlm_course.lab.run_files import write_json_atomic
 
 BERT_BASE = "bert-base-uncased"
 
@@ -48,8 +53,7 @@ def bert_base_folder(allow_hub: bool | None = None) -> str | None:
     cached = [try_to_load_from_cache(BERT_BASE, name) for name in ("config.json", "model.safetensors", "vocab.txt")]
     if all(isinstance(path, str) for path in cached):
         return str(Path(cached[0]).parent)
-    allow_hub = os.environ.get(models.HUB_ENV_VAR, "") == "1" if allow_hub is None else allow_hub
-    return models.resolve(BERT_BASE, allow_hub=True) if allow_hub else None
+    return models.resolve(BERT_BASE, allow_hub=True) if models.hub_allowed(allow_hub) else None
 
 
 def utilisation(config, tokens: int, seconds: float, seq_len: int, device: torch.device, *,
@@ -107,13 +111,45 @@ def gpu_branch(device: torch.device, work: Path, *, source: str | None, sizes: F
     return [row, fine_tune(str(folder), "the course BERT pretrained above", device, sizes, work, lr=1e-4)]
 
 
-def run(work: str | os.PathLike, *, device: str | None = None, quick: bool = False) -> dict:
+def gpu_plan(sizes: FinaleSizes = FinaleSizes()) -> str:
+    """What the GPU branch does, in one sentence (the CPU branch prints it)."""
+    return (f"on a GPU this cell fine-tunes {BERT_BASE} ({sizes.epochs} epochs) when it is in the Hugging Face "
+            f"cache or {models.HUB_ENV_VAR}=1; otherwise it pretrains the course BERT at the {sizes.pretrain_size!r} "
+            f"size there for {sizes.pretrain_minutes:g} minutes, then fine-tunes it")
+
+
+def run(work: str | os.PathLike, *, device: str | None = None, quick: bool = False,
+        sizes: FinaleSizes | None = None) -> dict:
     """The finale on this machine's best device: the GPU branch on CUDA or MPS, the course checkpoint on a CPU."""
     work, chosen = Path(work), pick_device(device)
-    sizes = QUICK if quick else FinaleSizes()
+    sizes = sizes or (QUICK if quick else FinaleSizes())
     if chosen.type == "cpu":
         short = replace(sizes, epochs=1, max_steps=sizes.max_steps or 60)
         rows = [fine_tune("course", "the course checkpoint", chosen, short, work, lr=5e-4)]
         return {"device": str(chosen), "branch": "cpu", "rows": rows}
     source = bert_base_folder()
     return {"device": str(chosen), "branch": "gpu", "rows": gpu_branch(chosen, work, source=source, sizes=sizes)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Notebook 07's finale outside a notebook; writes its rows as JSON.")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    parser.add_argument("--work", type=Path, default=None, help="the runs' folders (default: beside --out)")
+    parser.add_argument("--device", default=None, help="cuda, cuda:N, mps or cpu (default: the best available)")
+    parser.add_argument("--quick", action="store_true", help="the tiny sizes of CI")
+    parser.add_argument("--pretrain-minutes", type=float, default=None, help="minutes of pretraining on the GPU")
+    parser.add_argument("--epochs", type=_at_least_one, default=None, help="fine-tuning epochs")
+    args = parser.parse_args(argv)
+    if args.pretrain_minutes is not None and not args.pretrain_minutes > 0:
+        parser.error(f"--pretrain-minutes must be > 0, not {args.pretrain_minutes}")
+    sizes = QUICK if args.quick else FinaleSizes()
+    if args.pretrain_minutes is not None:
+        sizes = replace(sizes, pretrain_minutes=args.pretrain_minutes)
+    if args.epochs is not None:
+        sizes = replace(sizes, epochs=args.epochs)
+    finale = run(args.work or args.out.parent / "finale", device=args.device, sizes=sizes)
+    write_json_atomic(args.out, {**finale, "sizes": asdict(sizes)})
+
+
+if __name__ == "__main__":
+    main()

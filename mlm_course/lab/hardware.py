@@ -36,7 +36,8 @@ class Processes:
         from accelerate import PartialState
 
         self.state = PartialState(cpu=not torch.cuda.is_available())  # no GPU: processes join over gloo
-        self.count, self.index = self.state.num_processes, self.state.process_index
+        self.count = self.state.num_processes
+        self.index = self.state.process_index
         self.is_main = self.state.is_main_process
 
     def wait(self) -> None:
@@ -63,7 +64,8 @@ class ScaledOptimizer:
     scaler's update of its scale. Everything else is the wrapped optimiser's."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler):
-        self.optimizer, self.scaler = optimizer, scaler
+        self.optimizer = optimizer
+        self.scaler = scaler
 
     def step(self) -> None:
         self.scaler.step(self.optimizer)
@@ -79,7 +81,11 @@ class Hardware(Plain):
 
     def __init__(self, device: torch.device, dtype: torch.dtype | None, processes: Processes, *, seed: int,
                  grad_accum: int):
-        self.device, self.dtype, self.processes, self.seed, self.grad_accum = device, dtype, processes, seed, grad_accum
+        self.device = device
+        self.dtype = dtype
+        self.processes = processes
+        self.seed = seed
+        self.grad_accum = grad_accum
         self.scaler = torch.amp.GradScaler(device.type) if dtype is torch.float16 else None
         self.optimizer: torch.optim.Optimizer | None = None  # fp16: set by the runner, unscaled before clipping
         self.step = 0
@@ -128,7 +134,9 @@ class Prefetcher:
     """
 
     def __init__(self, make: Callable[[int], list[Batch]], *, pin: bool, enabled: bool = True):
-        self.make, self.pin, self.enabled = make, pin, enabled
+        self.make = make
+        self.pin = pin
+        self.enabled = enabled
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prefetch") if enabled else None
         self.pending: dict[int, object] = {}
 

@@ -4,7 +4,10 @@
 
 The recipe is the same for every number of labels, so small budgets do not starve: balanced subsets (pairs of real
 and corrupted sentences for word order, half of each class for sentiment), at least :data:`MIN_STEPS` optimiser
-steps, 10 % warm-up, ten dev evaluations per run, the best dev accuracy kept.
+steps, 10 % warm-up, ten dev evaluations per run, the best dev accuracy kept. The dev set that picks the best
+evaluation grows with the budget — as many dev labels as training labels, at most :data:`DEV_EXAMPLES` — so a run
+with 50 labels selects with 50 more, not with eight times its training set. Each row keeps its test predictions
+(one character per test sentence), so two models can be compared sentence by sentence.
 """
 
 from __future__ import annotations
@@ -18,17 +21,18 @@ from types import SimpleNamespace
 
 import torch
 
-from mlm_course import corpus, finetune, models, word_order
+from mlm_course import corpus, finetune, models, ngram, word_order
 from mlm_course.bert import BertMLM
 from mlm_course.lab.finetune_run import FinetuneConfig, fit
 from mlm_course.lab.run_files import write_json_atomic
 from mlm_course.label_efficiency import (
-    COLLAPSE_SHARE,
+    BOW_NGRAMS,
     LABEL_COUNTS,
     LINEAR_MODELS,
     PLL_PROBE,
     TASKS,
     balanced_subset,
+    collapse,
     task_splits,
 )
 
@@ -36,7 +40,7 @@ from mlm_course.label_efficiency import (
 MODELS = {"random": ("random:course", 5e-4, 600, 2), "course": ("course", 5e-4, 600, 2),
           "minilm": ("minilm", 1e-4, 300, 1)}
 MIN_STEPS = 600
-DEV_EXAMPLES = 400  # dev examples used for model selection (the whole word-order dev split)
+DEV_EXAMPLES = 400  # the most dev examples used for model selection (the whole word-order dev split)
 PRECISION = "fp32"  # the same numbers on every CPU (auto would pick bf16 where the CPU has it)
 
 
@@ -61,13 +65,18 @@ def old_recipe(n_train: int, lr: float, seed: int, *, epochs: int = 2,
                            precision=PRECISION)
 
 
+def dev_examples(budget: int | None) -> int:
+    """Dev labels that select the best evaluation of a run with ``budget`` training labels (None: all)."""
+    return DEV_EXAMPLES if budget is None else min(budget, DEV_EXAMPLES)
+
+
 def _row(task: str, model: str, budget: int | None, seed: int, predictions: list[int], labels: list[int],
          dev_accuracy: float, extra: dict) -> dict:
-    share = sum(predictions) / len(predictions)
+    share, collapsed = collapse(predictions)
     accuracy = sum(p == y for p, y in zip(predictions, labels, strict=True)) / len(labels)
     return {"task": task, "model": model, "budget": budget, "seed": seed, "test_accuracy": round(accuracy, 4),
             "dev_accuracy": round(dev_accuracy, 4), "predicted_positive_share": round(share, 4),
-            "collapsed": max(share, 1 - share) >= COLLAPSE_SHARE, **extra}
+            "collapsed": collapsed, "test_predictions": finetune.prediction_string(predictions), **extra}
 
 
 def _examples(task: str, budget: int | None, seed: int, balanced: bool, quick: bool):
@@ -76,7 +85,7 @@ def _examples(task: str, budget: int | None, seed: int, balanced: bool, quick: b
     labels = splits["train"][1]
     keep = (balanced_subset(task, labels, budget, seed) if balanced
             else finetune.subset(len(labels), budget, seed))
-    dev_keep = balanced_subset(task, splits["dev"][1], DEV_EXAMPLES, 0)
+    dev_keep = balanced_subset(task, splits["dev"][1], dev_examples(budget), 0)
     pick = lambda split, idx: ([splits[split][0][i] for i in idx], [splits[split][1][i] for i in idx])  # noqa: E731
     test = pick("test", range(200 if quick else len(splits["test"][1])))
     return pick("train", keep), pick("dev", dev_keep), test
@@ -93,9 +102,9 @@ def run_task(task: str, model: str, budget: int | None, seed: int, *, source: st
     train, dev, test = _examples(task, budget, seed, recipe_name == "balanced", quick)
     start = time.perf_counter()
     if model in LINEAR_MODELS:
-        out = _bow(train, dev, test) if model == "bow" else _pll_probe(task, train, dev, test)
+        out = _pll_probe(task, train, dev, test) if model == PLL_PROBE else _bow(train, dev, test, BOW_NGRAMS[model])
         return _row(task, model, budget, seed, out["test_predictions"], test[1], out["dev"]["accuracy"],
-                    {"recipe": recipe_name, "n_train": len(train[1]), "C": out["C"],
+                    {"recipe": recipe_name, "n_train": len(train[1]), "n_dev": len(dev[1]), "C": out["C"],
                      "seconds": round(time.perf_counter() - start, 1)})
     name, lr, min_steps, epochs = MODELS.get(model, (source, 5e-4, MIN_STEPS, 2))
     if name is None:
@@ -109,14 +118,17 @@ def run_task(task: str, model: str, budget: int | None, seed: int, *, source: st
                     verbose=False)
     scored = finetune.evaluate(fitted.model, encoded[2], pad_token_id=tokenizer.pad_token_id)
     return _row(task, model, budget, seed, scored.predictions, test[1], fitted.best_dev["accuracy"],
-                {"recipe": recipe_name, "n_train": len(train[1]), "steps": fitted.steps, "best_step": fitted.best_step,
+                {"recipe": recipe_name, "n_train": len(train[1]), "n_dev": len(dev[1]), "steps": fitted.steps,
+                 "best_step": fitted.best_step,
                  "lr": lr, "batch_size": config.batch_size, "seconds": round(time.perf_counter() - start, 1)})
 
 
-def _bow(train, dev, test) -> dict:
-    """A unigram bag of words (words only: on word order it is at chance by construction), C chosen on dev."""
+def _bow(train, dev, test, ngram_range: tuple[int, int]) -> dict:
+    """A bag of words (``bow``: single words, at chance on word order by construction) or of words and adjacent
+    word pairs (``bow_pairs``: a swap changes which pairs occur), TF-IDF + logistic regression, C chosen on dev
+    among the baseline's own choices (the same as notebook 07's comparison)."""
     splits = (SimpleNamespace(texts=texts, labels=labels) for texts, labels in (train, dev, test))
-    return finetune.bag_of_words_baseline(*splits, cs=(0.25, 1, 4, 16), ngram_range=(1, 1))
+    return finetune.bag_of_words_baseline(*splits, ngram_range=ngram_range)
 
 
 @functools.lru_cache(maxsize=1)
@@ -150,7 +162,7 @@ def read_results(path: str | Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def run_grid(path: str | Path, *, tasks=TASKS, models=(*MODELS, "bow"), budgets=LABEL_COUNTS, seeds=(0, 1, 2),
+def run_grid(path: str | Path, *, tasks=TASKS, models=(*MODELS, *BOW_NGRAMS), budgets=LABEL_COUNTS, seeds=(0, 1, 2),
              sources: dict[str, str] | None = None, recipe_name: str = "balanced", quick: bool = False,
              command: str | None = None, log=print) -> list[dict]:
     """Run every (task, model, budget, seed) not yet in ``path`` and append its row (written atomically each time)."""
@@ -175,20 +187,25 @@ def run_grid(path: str | Path, *, tasks=TASKS, models=(*MODELS, "bow"), budgets=
     return rows
 
 
-def merge_results(documents: list[dict]) -> dict:
+def merge_results(documents: list[dict], *, replace: bool = False) -> dict:
     """One results document from several (grids run in parallel): rows, commands and the zero-shot table.
 
-    Raises ValueError when two documents hold the same (task, model, budget, seed, recipe) run.
+    Raises ValueError when two documents hold the same (task, model, budget, seed, recipe) run, unless ``replace``:
+    then a later document's run replaces an earlier one's (a grid re-run with a changed recipe).
     """
     merged: dict = {"rows": [], "commands": []}
-    seen: set[tuple] = set()
+    rows: dict[tuple, dict] = {}
     for document in documents:
+        later = {run_key(row) for row in document.get("rows", [])}
+        if replace:
+            rows = {key: row for key, row in rows.items() if key not in later}
         for row in document.get("rows", []):
             key = run_key(row)
-            if key in seen:
+            if key in rows:
                 raise ValueError(f"run {key} appears in two result files: keep one of them")
-            seen.add(key)
-            merged["rows"].append(row)
+            rows[key] = row
+    merged["rows"] = list(rows.values())
+    for document in documents:
         merged["commands"] += document.get("commands", [])
         for key in ("zero_shot", "zero_shot_command"):
             if key in document:
@@ -227,3 +244,15 @@ def zero_shot_models(seed: int = 0) -> dict:
     return out
 
 
+def zero_shot_table(pairs: list[tuple[str, str]], masked_lms: dict[str, tuple],
+                    ngram_models: dict[str, ngram.NgramModel]) -> dict:
+    """Zero-shot word order on ``pairs``, per scorer: the ``masked_lms`` ({key: (model, tokenizer)}, e.g.
+    :func:`zero_shot_models`; PLL) and the counted ``ngram_models`` (log-probability), each summarised by
+    :func:`mlm_course.word_order.summarise_outcomes` (accuracy, Wilson interval, per-pair outcomes)."""
+    table = {}
+    for key, (model, tokenizer) in masked_lms.items():
+        start = time.perf_counter()
+        table[key] = word_order.zero_shot(model, tokenizer, pairs) | {"seconds": round(time.perf_counter() - start)}
+    for key, counted in ngram_models.items():
+        table[key] = word_order.summarise_outcomes(ngram.prefers_real(counted, pairs))
+    return table

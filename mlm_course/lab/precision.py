@@ -29,19 +29,29 @@ def mps_available() -> bool:
     return bool(backend is not None and backend.is_available())
 
 
+def device_problem(name: str) -> str | None:
+    """What is wrong with device ``name`` ("cuda", "cuda:1", "mps", "cpu") on this machine, or None when it can
+    be used; the sentence follows the setting's name (``--device`` or "the device")."""
+    name = name.strip().lower()
+    kind, _, index = name.partition(":")
+    if kind not in DEVICE_TYPES or (index and not (kind == "cuda" and index.isdigit())):
+        return f"must be cuda, cuda:N, mps or cpu (or unset: the best available), not {name!r}"
+    if kind == "cuda" and not torch.cuda.is_available():
+        return f"is {name!r} but no CUDA GPU is visible: use cpu or leave it unset"
+    if kind == "mps" and not mps_available():
+        return "is 'mps' but Apple's MPS is not available: use cpu or leave it unset"
+    return None
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
     """``prefer`` (or $MLM_COURSE_DEVICE: "cuda", "cuda:1", "mps", "cpu"), else the best there is: cuda, then
     mps, then cpu. Under a launcher (``LOCAL_RANK`` set) a bare "cuda" is the process's own GPU."""
     prefer = (prefer or os.environ.get(DEVICE_ENV_VAR) or "").strip().lower() or None
     if prefer is None:
         prefer = "cuda" if torch.cuda.is_available() else "mps" if mps_available() else "cpu"
-    kind = prefer.split(":")[0]
-    if kind not in DEVICE_TYPES:
-        raise ValueError(f"unknown device {prefer!r}: use one of {', '.join(DEVICE_TYPES)} (or leave it unset)")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no CUDA GPU is visible: use 'cpu' or leave it unset")
-    if kind == "mps" and not mps_available():
-        raise ValueError("device 'mps' was asked for but Apple's MPS is not available: use 'cpu' or leave it unset")
+    problem = device_problem(prefer)
+    if problem is not None:
+        raise ValueError(f"the device {problem}")
     if prefer == "cuda":
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", torch.cuda.current_device())))
     return torch.device(prefer)

@@ -39,7 +39,8 @@ from mlm_course.pretraining import (
 )
 
 CORPORA = ("course", "reviews")
-PLAN_FILE, RESULTS_FILE = "plan.json", "results.json"
+PLAN_FILE = "plan.json"
+RESULTS_FILE = "results.json"
 Batch = dict[str, torch.Tensor]
 
 
@@ -82,7 +83,8 @@ class PretrainConfig(OptimiserSettings):
     warmup_ratio: float = 0.05
 
     def __post_init__(self):
-        self.betas, self.mask_mix = tuple(self.betas), tuple(self.mask_mix)
+        self.betas = tuple(self.betas)
+        self.mask_mix = tuple(self.mask_mix)
         problems = self.problems(("steps", "eval_every", "save_every", "max_chars", "static_copies", "stack_to"))
         problems |= self._mask_problems() | self._model_problems()
         checks = {"seq_len": (self.seq_len >= 3, "must be ≥ 3 ([CLS], a token, [SEP])"),
@@ -95,11 +97,12 @@ class PretrainConfig(OptimiserSettings):
             raise InvalidSettings("pretraining", problems)
 
     def _mask_problems(self) -> dict[str, str]:
-        """The mask rate (a share in (0, 1]: a rate of 0 gives nothing to predict), then the mix and the scheme as
-        :class:`~mlm_course.masking.MaskSpec` checks them."""
-        rate, problems = self.mask_rate, {}
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1:
-            problems["mask_rate"] = f"must be in (0, 1], not {rate!r}"
+        """The mask rate (a share in (0, 1): at 0 there is nothing to predict, at 1 nothing left to predict it
+        from), then the mix and the scheme as :class:`~mlm_course.masking.MaskSpec` checks them."""
+        rate = self.mask_rate
+        problems = {}
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < 1:
+            problems["mask_rate"] = f"must be in (0, 1): a share of the tokens below 1, not {rate!r}"
         for name in ("mask_mix", "mask_scheme"):
             try:
                 MaskSpec(**{name: getattr(self, name)})
@@ -217,7 +220,8 @@ def run(config: PretrainConfig, out_dir: str | os.PathLike, *, resume: bool = Fa
     ``config.minutes`` the step count is calibrated to fit the budget; with ``resume`` the plan of the run in
     ``out_dir`` is kept and training continues from its latest checkpoint.
     """
-    out, processes = Path(out_dir), Processes()
+    out = Path(out_dir)
+    processes = Processes()
     tokenizer = tokenization.course_tokenizer()
     train_blocks, eval_blocks = packed_text(config, tokenizer)
     check_enough_examples(len(train_blocks), config.batch_size)
@@ -259,7 +263,8 @@ def starting_model(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -
     model = models.load_for_training(config.init_from, tokenizer, max_length=config.seq_len, dropout=config.dropout)
     name = models.size_of(model.config)
     if config.stack_to:
-        model, name = models.stack_layers(model, config.stack_to), f"{name} stacked to {config.stack_to} layers"
+        model = models.stack_layers(model, config.stack_to)
+        name = f"{name} stacked to {config.stack_to} layers"
     return model, name
 
 
@@ -278,7 +283,8 @@ def _planned_steps(out: Path, resume: bool, model, tokenizer, train_blocks, conf
 def calibrate_steps(model, tokenizer, blocks: torch.Tensor, config: PretrainConfig) -> int:
     """Steps that fit ``config.minutes``, timed on a throw-away copy of the model (8 steps to warm up, then 20)."""
     probe = replace(config, steps=8, minutes=None, eval_every=10**9, save_every=10**9)
-    probe_model, sample = copy.deepcopy(model), blocks[: probe.batch_size]
+    probe_model = copy.deepcopy(model)
+    sample = blocks[: probe.batch_size]
     pretrain(probe_model, tokenizer, blocks, sample, probe, progress=False)
     start = time.perf_counter()
     pretrain(probe_model, tokenizer, blocks, sample, replace(probe, steps=20), progress=False)

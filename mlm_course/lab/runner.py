@@ -24,12 +24,20 @@ from typing import Any
 
 import torch
 from tqdm.auto import tqdm  # a widget bar in Jupyter (ipywidgets), text elsewhere
+from transformers import BertConfig
 
 from mlm_course.atomic import write_folder_atomic
 from mlm_course.lab import run_files
 from mlm_course.lab.hardware import Hardware, Prefetcher, Processes, to_device
-from mlm_course.lab.precision import PRECISIONS, autocast_dtype, describe, enable_tf32, pick_device
-from mlm_course.models import evaluation_mode
+from mlm_course.lab.precision import (
+    PRECISIONS,
+    autocast_dtype,
+    describe,
+    device_problem,
+    enable_tf32,
+    pick_device,
+)
+from mlm_course.models import CONFIGS, evaluation_mode, size_of
 from mlm_course.steps import linear_schedule, parameter_groups, training_step
 
 Batch = dict[str, torch.Tensor]
@@ -83,11 +91,18 @@ class OptimiserSettings:
             "warmup_ratio": (0 <= self.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
             "warmup_steps": (self.warmup_steps is None or (type(self.warmup_steps) is int and self.warmup_steps >= 0),
                              "must be a whole number of steps ≥ 0"),
+            "weight_decay": (self.weight_decay >= 0, "must be ≥ 0 (0: no weight decay)"),
+            "betas": (len(self.betas) == 2 and all(0 <= beta < 1 for beta in self.betas),
+                      "must be two numbers in [0, 1), beta1,beta2 (e.g. 0.9,0.98)"),
+            "eps": (self.eps > 0, "must be > 0 (AdamW divides by √v + eps)"),
             "max_grad_norm": (self.max_grad_norm is None or self.max_grad_norm > 0, "must be > 0 (or None: no clipping)"),
             "seed": (type(self.seed) is int and 0 <= self.seed < 2**16, "must be a whole number in [0, 65535]"),
             "precision": (self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}"),
         }
         problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
+        device = None if self.device is None else device_problem(self.device)
+        if device is not None:
+            problems["device"] = device
         return problems
 
     def warmup_for(self, total_steps: int) -> int:
@@ -124,11 +139,45 @@ class TrainResult:
     tokens: int = 0  # input positions this process trained on (padding included), for tokens/s
 
 
+#: The numbers of a BERT configuration that fix its weights' shapes.
+SHAPE_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
+                "max_position_embeddings")
+
+
+def describe_shape(config: BertConfig) -> str:
+    """A BERT configuration as a reader compares two: ``tiny (hidden 128, 2 layers, vocabulary 8,192)``."""
+    layers = config.num_hidden_layers
+    return (f"{size_of(config)} (hidden {config.hidden_size}, {layers} layer{'s' * (layers != 1)}, "
+            f"vocabulary {config.vocab_size:,})")
+
+
+def check_same_shape(model: torch.nn.Module, folder: Path) -> None:
+    """A model saved in ``folder`` (a ``save_pretrained`` folder) must have the shape of ``model``: else an error
+    that names both shapes and what to change."""
+    own = getattr(model, "config", None)
+    if not isinstance(own, BertConfig) or not (folder / "config.json").exists():
+        return
+    saved = BertConfig.from_pretrained(folder)
+    if all(getattr(saved, name) == getattr(own, name) for name in SHAPE_FIELDS):
+        return
+    size = size_of(saved)
+    if saved.vocab_size != own.vocab_size:
+        fix = "resume with the tokenizer it was trained with"
+    elif size in CONFIGS and size != size_of(own):
+        fix = f"resume with --size {size}"
+    else:
+        fix = "resume with the model configuration it was trained with"
+    raise ValueError(f"the checkpoint in {folder.parent} is {describe_shape(saved)} but this run builds "
+                     f"{describe_shape(own)}: {fix} or start a new --out")
+
+
 def load_saved_weights(model: torch.nn.Module, folder: Path) -> None:
     """Load what ``model.save_pretrained(folder)`` wrote back into ``model`` (the course's BERTs)."""
     if not hasattr(type(model), "from_pretrained"):
         raise ValueError(f"{type(model).__name__} has no from_pretrained: pass load_model=... to resume its runs")
-    saved, own = type(model).from_pretrained(folder).state_dict(), model.state_dict()
+    check_same_shape(model, folder)
+    saved = type(model).from_pretrained(folder).state_dict()
+    own = model.state_dict()
     differ = sorted(name for name in own.keys() | saved.keys()
                     if name not in own or name not in saved or own[name].shape != saved[name].shape)
     if differ:
@@ -160,33 +209,51 @@ class TrainLoop:
                  checkpoints: bool = True, eval_split: str = "eval",
                  annotate: Callable[[int], dict] | None = None, progress: bool = True,
                  processes: Processes | None = None):
-        self.config, self.loss_fn, self.batch_for_step = config, loss_fn, batch_for_step
-        self.evaluate_fn, self.after_evaluation = evaluate, after_evaluation
+        self.config = config
+        self.loss_fn = loss_fn
+        self.batch_for_step = batch_for_step
+        self.evaluate_fn = evaluate
+        self.after_evaluation = after_evaluation
         self.processes = processes or Processes()
-        self.device = pick_device(config.device) if self.processes.count == 1 else self.processes.state.device
-        if self.device.type == "cuda":
-            torch.cuda.set_device(self.device)  # cuda:1 means cuda:1 for every kernel, scaler and copy
+        self._place(model)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         if self.out_dir is not None and self.processes.is_main:
             run_files.check_output_dir(self.out_dir)
         self.save_model = save_model or (lambda m, path: m.save_pretrained(path))
-        self.load_model, self.checkpoints, self.eval_split = load_model, checkpoints, eval_split
-        self.annotate, self.progress = annotate or (lambda step: {}), progress
-        dtype = autocast_dtype(self.device, config.precision)
-        self.tf32 = enable_tf32(self.device)
-        self.model = model.float().to(self.device)  # fp32 weights whatever a checkpoint stored; autocast does the rest
-        self.hardware = Hardware(self.device, dtype, self.processes, seed=config.seed, grad_accum=config.grad_accum)
-        trained = self.processes.wrap(self.model, self.device)
-        self.trained = torch.compile(trained, dynamic=False) if config.compile else trained
+        self.load_model = load_model
+        self.checkpoints = checkpoints
+        self.eval_split = eval_split
+        self.annotate = annotate or (lambda step: {})
+        self.progress = progress
         self._build_optimiser()
         prefetch = config.prefetch if config.prefetch is not None else self.device.type == "cuda"
         self.batches = Prefetcher(self._host_batches, pin=self.device.type == "cuda", enabled=prefetch)
+        self.step = 0
+        self.metrics: list[dict] = []
+        self.stop_requested = False
+        self.last_eval_step = -1
+        self._running: dict[str, torch.Tensor] = {}  # sums since the last training row, on the device
+        self._running_n = 0  # steps in those sums
+        self._start = time.perf_counter()
+        self._bar = None
+        self.tokens = 0
+
+    def _place(self, model: torch.nn.Module) -> None:
+        """The device and precision of the run, the model on the device in fp32 (autocast does the rest, whatever
+        a checkpoint stored), the step's hardware hooks, and the model the step trains (DDP, compiled)."""
+        config = self.config
+        self.device = pick_device(config.device) if self.processes.count == 1 else self.processes.state.device
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # cuda:1 means cuda:1 for every kernel, scaler and copy
+        dtype = autocast_dtype(self.device, config.precision)
+        self.tf32 = enable_tf32(self.device)
+        self.model = model.float().to(self.device)
+        self.hardware = Hardware(self.device, dtype, self.processes, seed=config.seed, grad_accum=config.grad_accum)
+        trained = self.processes.wrap(self.model, self.device)
+        self.trained = torch.compile(trained, dynamic=False) if config.compile else trained
         self.description = (f"{describe(self.device, dtype)}, processes: {self.processes.count}"
                             + (f", TF32 {'on' if self.tf32 else 'off'}" if self.device.type == "cuda" else "")
                             + f", torch.compile: {'on' if config.compile else 'off'}")
-        self.step, self.metrics, self.stop_requested, self.last_eval_step = 0, [], False, -1
-        self._running: dict[str, torch.Tensor] = {}  # sums since the last training row, on the device
-        self._running_n, self._start, self._bar, self.tokens = 0, time.perf_counter(), None, 0
 
     def _build_optimiser(self) -> None:
         """Fused AdamW (one kernel for all weights) and BERT's schedule, which in fp16 does not count the steps the
@@ -195,7 +262,8 @@ class TrainLoop:
         fused = {"fused": True} if self.device.type in ("cuda", "cpu") else {}
         optimizer = torch.optim.AdamW(parameter_groups(self.model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas,
                                       eps=cfg.eps, **fused)
-        factor, self.skipped = linear_schedule(cfg.warmup_for(cfg.steps), cfg.steps), 0
+        factor = linear_schedule(cfg.warmup_for(cfg.steps), cfg.steps)
+        self.skipped = 0
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: factor(step - self.skipped))
         self.optimizer = self.hardware.wrap_optimizer(optimizer)
         self.max_grad_norm = cfg.max_grad_norm
@@ -224,7 +292,8 @@ class TrainLoop:
         host = self.batches.get(self.step, next_step=upcoming)
         self.tokens += sum(batch["input_ids"].numel() for batch in host)
         batches = [to_device(batch, self.device) for batch in host]
-        self.hardware.step, self._lr = self.step, self.scheduler.optimizer.param_groups[0]["lr"]
+        self.hardware.step = self.step
+        self._lr = self.scheduler.optimizer.param_groups[0]["lr"]
         values = training_step(self.trained, batches, self.loss_fn, self.optimizer, self.scheduler,
                                max_grad_norm=self.max_grad_norm, hardware=self.hardware)
         if self.hardware.scaler is not None:
@@ -260,7 +329,8 @@ class TrainLoop:
                **{key: value / self._running_n for key, value in sums.items()}, "lr": self._lr,
                **({"skipped_steps": skipped} if self.hardware.scaler is not None else {}), "seconds": self.seconds()}
         self.log(row)
-        self._running, self._running_n = {}, 0
+        self._running = {}
+        self._running_n = 0
         if self._bar is not None:
             self._bar.set_postfix(loss=f"{row['loss']:.3f}")
 
@@ -375,7 +445,8 @@ class TrainLoop:
         self.scheduler.load_state_dict(state["scheduler"])
         if self.hardware.scaler is not None and state["scaler"]:
             self.hardware.scaler.load_state_dict(state["scaler"])
-        self.step, self.skipped = state["step"], state["skipped"]
+        self.step = state["step"]
+        self.skipped = state["skipped"]
         self._running = {key: value.to(self.device) for key, value in state["running"]["sums"].items()}
         self._running_n = state["running"]["steps"]
         if self.out_dir is not None and (self.out_dir / run_files.METRICS_FILE).exists():

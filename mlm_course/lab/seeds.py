@@ -20,7 +20,10 @@ STREAMS = {
     "static_masks": 3,  # static masking: copy `step` of the masked corpus
     "length_buckets": 4,  # fine-tuning: the length-bucketed batches of epoch `step`
 }
-RUN_SEED_BITS, STREAM_BITS, STEP_BITS, SLOT_BITS = 16, 4, 32, 11  # 63 bits: a torch seed holds 64
+RUN_SEED_BITS = 16
+STREAM_BITS = 4
+STEP_BITS = 32
+SLOT_BITS = 11  # 63 bits in all: a torch seed holds 64
 
 
 def _check(name: str, value: int, bits: int) -> int:

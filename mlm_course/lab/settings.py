@@ -39,6 +39,9 @@ class Settings:
     word_order_pairs: int | None  # word-order test pairs scored live by zero-shot PLL (None = all 300)
     # 08_ablations
     ablation_budget: str  # the budget of mlm_course.ablations.TRAINING_BUDGETS that notebook 08 re-runs live
+    # 10_chinese_masking
+    chinese_lines: int  # training lines masked when measuring rates and whole-word masks
+    chinese_smoke_steps: int  # steps of the live smoke run of character-BERT pretraining
 
     @classmethod
     def full(cls) -> Settings:
@@ -57,6 +60,8 @@ class Settings:
             finetune_eval_examples=None,
             word_order_pairs=None,
             ablation_budget="cpu",
+            chinese_lines=20_000,
+            chinese_smoke_steps=30,
         )
 
     @classmethod
@@ -77,6 +82,8 @@ class Settings:
             finetune_eval_examples=128,
             word_order_pairs=30,
             ablation_budget="quick",
+            chinese_lines=2_000,
+            chinese_smoke_steps=5,
         )
 
     @classmethod

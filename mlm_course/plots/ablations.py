@@ -24,15 +24,15 @@ def ablation_panels(summary: list[dict], family: str, *, unigram_loss: float | N
     The ``rate`` family is drawn as metric against masking rate (lines); the others as one row per variant."""
     import numpy as np
 
-    from mlm_course.ablations import mean_interval
+    from mlm_course.statistics import mean_interval
 
     lines = [line for line in summary if line["family"] == family and line["seeds"] > 0]
     if not lines:
         raise ValueError(f"no finished runs of the {family!r} family in this summary: run the grid first.")
     along_rate = family == "rate"
-    size = (10, 4.0) if along_rate else (10, 0.45 * len(lines) + 2.4)
+    size = (9.8, 4.0) if along_rate else (9.8, 0.45 * len(lines) + 2.4)  # 9.8 in: a PNG within the 10-in column
     fig, axes = plt.subplots(1, len(ABLATION_METRICS), figsize=size, layout="constrained")
-    positions = np.array([100 * line["rate"] for line in lines]) if along_rate else np.arange(len(lines))[::-1]
+    positions = np.array([100 * line["mask_rate"] for line in lines]) if along_rate else np.arange(len(lines))[::-1]
     for ax, (name, label, scale) in zip(axes, ABLATION_METRICS, strict=True):
         spans = [mean_interval(np.asarray(line["values"][name]) * scale, confidence) for line in lines]
         means, halves = np.array([m for m, _ in spans]), np.array([h for _, h in spans])

@@ -60,7 +60,7 @@ def comparison_dots(rows, *, chance: float = 0.5, confidence: float = 0.95, titl
     test sentences); accuracy None = not run, written in the row."""
     import numpy as np
 
-    from mlm_course.masking import binomial_interval
+    from mlm_course.statistics import wilson_interval
 
     if not rows:
         raise ValueError("no rows to plot: pass one dict per model.")
@@ -73,7 +73,7 @@ def comparison_dots(rows, *, chance: float = 0.5, confidence: float = 0.95, titl
             continue
         if not row.get("examples"):
             raise ValueError(f"row {row['label']!r} has no 'examples': give the number of test sentences.")
-        low, high = binomial_interval(round(accuracy * row["examples"]), row["examples"], confidence)
+        low, high = wilson_interval(round(accuracy * row["examples"]), row["examples"], confidence)
         _ = ax.errorbar([accuracy], [y], xerr=[[accuracy - low], [high - accuracy]], fmt="o", ms=7, capsize=4,
                         color=OKABE_ITO["blue"])
         _ = ax.text(high + 0.008, y, f"{accuracy:.1%}", va="center", fontsize=9)
@@ -91,18 +91,29 @@ def comparison_dots(rows, *, chance: float = 0.5, confidence: float = 0.95, titl
 PAYOFF_MODELS = {  # model key of mlm_course.label_efficiency -> (label, colour, marker)
     "random": ("course architecture, random init", OKABE_ITO["vermillion"], "s"),
     "course": ("course checkpoint (MLM on Austen + Wikipedia)", OKABE_ITO["blue"], "o"),
-    "dapt": ("course checkpoint + MLM on the review training text", OKABE_ITO["sky blue"], "D"),
+    "tapt": ("course checkpoint + MLM on the review training text", OKABE_ITO["sky blue"], "D"),
     "minilm": ("MiniLM-L6 (distilled + contrastive, not MLM)", OKABE_ITO["bluish green"], "^"),
     "bow": ("bag of words (TF-IDF + logistic regression)", OKABE_ITO["orange"], "v"),
+    "bow_pairs": ("bag of words and word pairs (TF-IDF + logistic regression)", OKABE_ITO["black"], "<"),
     "course_pll": ("course PLL numbers + logistic regression", OKABE_ITO["reddish purple"], "P"),
+    "bigram": ("word bigrams (counts)", OKABE_ITO["orange"], "s"),
+    "trigram": ("word trigrams (counts)", OKABE_ITO["reddish purple"], "s"),
 }
+
+
+#: the zero-shot scorers of notebook 07 (mlm_course.lab.label_grid.zero_shot_table), as the figure names them
+ZERO_SHOT_NAMES = {"course": "course checkpoint (PLL)", "random": "random init (PLL)", "minilm": "MiniLM (PLL)",
+                   "bigram": "word bigrams (counts)", "trigram": "word trigrams (counts)"}
+#: where the word-order pairs come from (mlm_course.word_order: split("test") and review_split())
+DOMAIN_NAMES = {"heldout": "held-out corpus", "reviews": "movie reviews"}
 
 
 def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, title: str = "",
                             chance: float = 0.5) -> Figure:
     """Test accuracy against the number of training labels (log x), one line per model with its 95 % t-interval
     over seeds; ``summary`` is :func:`mlm_course.label_efficiency.summarise`'s output (the largest ``n_train`` is
-    "every label"); ``zero_shot`` ({key: {"accuracy", "low", "high"}}) is drawn as a band: no labels at all."""
+    "every label"); a point whose runs include collapsed ones says how many; ``zero_shot`` ({key: {"accuracy",
+    "low", "high"}}) is drawn as a band: no labels at all."""
     if not summary:
         raise ValueError("nothing to plot: summarise() found no runs for this task")
     all_labels = max(e["n_train"] for entries in summary.values() for e in entries)
@@ -116,6 +127,10 @@ def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, tit
         errors = [[m - e["low"] for m, e in zip(means, entries, strict=True)],
                   [e["high"] - m for m, e in zip(means, entries, strict=True)]]
         _ = ax.errorbar(xs, means, yerr=errors, fmt=f"{marker}-", color=colour, capsize=3, ms=5, label=label)
+        for x, m, e in zip(xs, means, entries, strict=True):
+            if e["collapsed"]:  # runs stuck at one class are in the mean: say how many
+                _ = ax.annotate(f"{e['collapsed']}/{e['runs']} collapsed", (x, m), xytext=(4, -11),
+                                textcoords="offset points", fontsize=9, color=colour)
     for key, result in (zero_shot or {}).items():
         label, colour, _ = PAYOFF_MODELS.get(key, (key, "#555555", "o"))
         _ = ax.axhspan(result["low"], result["high"], color=colour, alpha=0.15, lw=0)
@@ -132,5 +147,73 @@ def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, tit
     ax.set_xlabel(f"training labels (log scale; the last point is every label, {all_labels:,})")
     ax.set_ylabel("test accuracy (mean of seeds, 95 % t-interval)")
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.16), ncol=2, frameon=False)
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def label_efficiency_differences(comparisons: list[dict], *, title: str = "") -> Figure:
+    """Model − baseline test accuracy against the number of training labels, one line per comparison
+    (``comparisons`` from :func:`mlm_course.label_efficiency.compared`, one task): each budget's mean difference over
+    the paired seeds with its 95 % t-interval; the legend gives the comparison's one test — in how many paired runs
+    the model was ahead, and the sign test's p after Holm's correction. The zero line is "no difference"."""
+    if not comparisons:
+        raise ValueError("nothing to plot: pass the output of label_efficiency.compared() for one task")
+    fig, ax = plt.subplots(figsize=(8, 4.4), layout="constrained")
+    all_labels = max(e["n_train"] for c in comparisons for e in c["by_budget"])
+    for i, comparison in enumerate(comparisons):
+        entries = comparison["by_budget"]
+        shift = 10 ** (0.02 * (i - (len(comparisons) - 1) / 2))
+        colour = PAYOFF_MODELS.get(comparison["model"], (comparison["model"], "#555555", "o"))[1]
+        means = [100 * e["mean_difference"] for e in entries]
+        errors = [[m - 100 * e["low"] for m, e in zip(means, entries, strict=True)],
+                  [100 * e["high"] - m for m, e in zip(means, entries, strict=True)]]
+        verdict = "a difference" if comparison["detected"] else "not detected"
+        label = (f"{comparison['model']} − {comparison['baseline']}: ahead in {comparison['ahead']} of "
+                 f"{comparison['runs']} runs, p = {comparison['adjusted_p']:.2g} after Holm ({verdict})")
+        _ = ax.errorbar([e["n_train"] * shift for e in entries], means, yerr=errors, fmt="o-", color=colour,
+                        capsize=3, lw=1.2, ms=6, mfc=colour if comparison["detected"] else "white", label=label)
+    _ = ax.axhline(0, color="#555555", ls="--", lw=1, label="no difference")
+    ax.set_xscale("log")
+    budgets = sorted({e["n_train"] for c in comparisons for e in c["by_budget"]})
+    ax.set_xticks(budgets, [f"{n:,}" for n in budgets])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.set_xlabel(f"training labels (log scale; the last point is every label, {all_labels:,})")
+    ax.set_ylabel("difference in test accuracy\n(points; mean over seeds, 95 % t-interval)")
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.17), frameon=False)
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def zero_shot_word_order(table: dict[str, dict[str, dict]], comparisons: list[dict], *, title: str = "") -> Figure:
+    """Zero-shot word order per domain: left, each scorer's accuracy with its 95 % Wilson interval from the chance
+    line; right, the reference (the course checkpoint) minus each scorer on the same pairs, with the paired
+    bootstrap 95 % interval, filled where the exact McNemar test survives Holm's correction (``comparisons`` from
+    :func:`mlm_course.label_efficiency.zero_shot_comparisons`)."""
+    domains = list(table)
+    scorers = list(dict.fromkeys(s for d in domains for s in table[d]))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 0.6 + 0.5 * len(scorers) * len(domains)), sharey=True,
+                                      layout="constrained")
+    rows = [(d, s) for d in domains for s in scorers if s in table[d]]
+    names = [f"{ZERO_SHOT_NAMES.get(s, s)}, {DOMAIN_NAMES.get(d, d)}" for d, s in rows]
+    for y, (domain, scorer) in enumerate(rows):
+        result = table[domain][scorer]
+        colour = PAYOFF_MODELS.get(scorer, (scorer, "#555555", "o"))[1]
+        _ = left.errorbar([100 * result["accuracy"]], [y], xerr=[[100 * (result["accuracy"] - result["low"])],
+                          [100 * (result["high"] - result["accuracy"])]], fmt="o", color=colour, capsize=3)
+        test = next((t for t in comparisons if (t["domain"], t["scorer"]) == (domain, scorer)), None)
+        if test is not None:
+            m = 100 * test["mean_difference"]
+            _ = right.errorbar([m], [y], xerr=[[m - 100 * test["low"]], [100 * test["high"] - m]], fmt="o",
+                               color=colour, capsize=3, mfc=colour if test["detected"] else "white")
+    _ = left.axvline(50, color="#555555", ls="--", lw=1, label="chance (50%)")
+    _ = right.axvline(0, color="#555555", ls="--", lw=1, label="no difference")
+    _ = right.plot([], [], "o", color="#555555", label="filled: McNemar, after Holm, p < 0.05")
+    _ = right.plot([], [], "o", color="#555555", mfc="white", label="hollow: not detected")
+    left.set_yticks(range(len(rows)), names)
+    left.invert_yaxis()
+    left.set_xlabel("pairs where the real sentence scores higher (%, 95 % Wilson)")
+    right.set_xlabel("course checkpoint minus this scorer\n(points, same pairs, paired bootstrap 95 %)")
+    for ax in (left, right):
+        ax.legend(fontsize=9, loc="lower right")
     fig.suptitle(title, fontsize=11)
     return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from mlm_course.plots.style import OKABE_ITO, SERIES_COLORS, text_colour_on
+from mlm_course.plots.style import OKABE_ITO, SERIES_COLORS, text_colour_on, text_width_in
 
 MASK_GRID_COLORS = {
     -1: ("#bbbbbb", "special / padding"),
@@ -15,15 +15,42 @@ MASK_GRID_COLORS = {
     3: (OKABE_ITO["bluish green"], "selected → unchanged"),
     4: (OKABE_ITO["reddish purple"], "selected (before replacement)"),
 }
-_GRID_CELL_IN, _GRID_MAX_WIDTH_IN = 0.7, 9.6  # cell and figure width (in); 9.6 + 2 × 0.1 in padding ≤ 10 in
+_GRID_MIN_CELL_IN, _GRID_MAX_WIDTH_IN, _GRID_ROW_IN = 0.48, 9.6, 0.46  # 9.6 + 2 × 0.1 in padding ≤ 10 in
 
 
-def _grid_texts(shown, original) -> tuple[list[list[str]], float]:
-    """Each cell's label ("shown" or "shown\n(original)") and a cell width (in) that fits the longest at 9 pt."""
+def _grid_texts(shown, original) -> tuple[list[list[str]], list[float]]:
+    """Each cell's label ("shown" or "shown\n(original)") and each column's width (in): its longest label at 9 pt
+    plus a margin."""
     texts = [[tok if original is None or original[r][c] == tok else f"{tok}\n({original[r][c]})"
               for c, tok in enumerate(row)] for r, row in enumerate(shown)]
-    longest = max(len(line) for row in texts for text in row for line in text.split("\n"))
-    return texts, max(_GRID_CELL_IN, 0.068 * longest + 0.1)  # about 0.068 in a character at 9 pt, plus a margin
+    width = max(len(row) for row in texts)
+    return texts, [max([_GRID_MIN_CELL_IN] + [text_width_in(row[c]) + 0.2 for row in texts if c < len(row)])
+                   for c in range(width)]
+
+
+def _grid_panels(widths, breakable, room: float, max_columns: int) -> list[tuple[int, int]]:
+    """(start, stop) of each panel: as few as fit in ``room`` inches and ``max_columns`` positions, breaking only
+    where ``breakable`` (a word starts; inside a word only if it alone is too wide), panel widths as even as can be."""
+    n = len(widths)
+    edges = [0.0]
+    for w in widths:
+        edges.append(edges[-1] + w)
+
+    def fits(a, b):
+        return b - a == 1 or (b - a <= max_columns and edges[b] - edges[a] <= room)
+
+    words = [c for c in range(n) if c == 0 or breakable[c]] + [n]
+    cuts = sorted({c for a, b in zip(words, words[1:], strict=False) for c in ([a] if fits(a, b) else range(a, b))}
+                  | {n})
+    best = {0: (0, 0.0, None)}  # cut → (panels, sum of squared widths, previous cut)
+    for j in cuts[1:]:
+        best[j] = min((best[i][0] + 1, best[i][1] + (edges[j] - edges[i]) ** 2, i)
+                      for i in cuts if i < j and i in best and fits(i, j))
+    panels, stop = [], n
+    while stop:
+        panels.append((best[stop][2], stop))
+        stop = best[stop][2]
+    return panels[::-1]
 
 
 def mask_grid(shown, codes, *, original=None, row_labels=None, title: str = "", max_columns: int | None = None) -> Figure:
@@ -32,12 +59,11 @@ def mask_grid(shown, codes, *, original=None, row_labels=None, title: str = "", 
     :func:`mlm_course.masking.display_codes`).
 
     ``shown`` are the tokens the model sees; where ``original`` differs, the original is written under it.
-    Long sequences wrap into stacked panels of at most ``max_columns`` positions (default: as many as fit in a
-    9.6-inch figure at 9-pt text); cells widen to fit the longest label; text is black or white, whichever
+    Each column is as wide as its longest label at 9 pt. Long sequences wrap into stacked panels of at most
+    ``max_columns`` positions (default: as many as fit in a 9.6-inch figure), only where a word starts (a piece
+    "##…" of ``original``, or of ``shown`` without it, continues its word); text is black or white, whichever
     contrasts more with its cell; the legend lists only the codes that appear.
     """
-    import math
-
     import numpy as np
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
@@ -45,69 +71,77 @@ def mask_grid(shown, codes, *, original=None, row_labels=None, title: str = "", 
     rows = len(shown)
     if rows == 0 or len(codes) != rows or any(len(s) != len(c) for s, c in zip(shown, codes, strict=True)):
         raise ValueError("pass one code per shown token, row by row (and at least one row).")
+    if max_columns is not None and max_columns < 1:
+        raise ValueError(f"max_columns={max_columns}: use a positive number of positions per panel.")
     width = max(len(s) for s in shown)
     grid = np.full((rows, width), -1, dtype=int)
     for r, row in enumerate(codes):
         grid[r, : len(row)] = [int(c) for c in row]
-    if not set(np.unique(grid)) <= set(MASK_GRID_COLORS):
+    present = set(np.unique(grid))
+    if not present <= set(MASK_GRID_COLORS):
         raise ValueError(f"codes must be among {sorted(MASK_GRID_COLORS)}.")
     labels = list(row_labels) if row_labels is not None else [str(r) for r in range(rows)]
-    label_in = 0.3 + 0.065 * max(len(s) for s in labels)  # row labels at 9 pt: about 0.065 in a character
-    texts, cell_in = _grid_texts(shown, original)
-    fit = max(1, int((_GRID_MAX_WIDTH_IN - label_in - 0.1) // cell_in))
-    if max_columns is not None and max_columns < 1:
-        raise ValueError(f"max_columns={max_columns}: use a positive number of positions per panel.")
-    per_panel = min(fit, max_columns or fit)
-    panels = math.ceil(width / per_panel)
-    per_panel = math.ceil(width / panels)  # balanced panels
+    label_in = 0.25 + max(text_width_in(s) for s in labels)
+    texts, widths = _grid_texts(shown, original)
+    words = original if original is not None else shown
+    breakable = [not any(c < len(row) and row[c].startswith("##") for row in words) for c in range(width)]
+    panels = _grid_panels(widths, breakable, _GRID_MAX_WIDTH_IN - label_in - 0.1, max_columns or width)
+    span = max(sum(widths[a:b]) for a, b in panels)
     cmap = ListedColormap([MASK_GRID_COLORS[k][0] for k in sorted(MASK_GRID_COLORS)])
-    fig_w = min(_GRID_MAX_WIDTH_IN, label_in + 0.1 + per_panel * cell_in)
-    fig, axes = plt.subplots(panels, 1, figsize=(fig_w, panels * (0.55 * rows + 0.6) + 1.2), squeeze=False,
-                             layout="constrained")
-    for ax, start in zip(axes[:, 0], range(0, width, per_panel), strict=True):
-        stop = min(start + per_panel, width)
-        _ = ax.imshow(grid[:, start:stop], cmap=cmap, vmin=-1.5, vmax=4.5, aspect="auto")
+    legend_columns = max(1, min(3, len(present), int(span // 2.6)))  # a legend entry needs about 2.6 in
+    legend_rows = -(-len(present) // legend_columns)
+    fig_w = label_in + 0.1 + span
+    fig, axes = plt.subplots(len(panels), 1, figsize=(fig_w, len(panels) * (rows * _GRID_ROW_IN + 0.42) + 0.2
+                             + 0.22 * legend_rows + (0.3 if title else 0)), squeeze=False, layout="constrained")
+    for ax, (start, stop) in zip(axes[:, 0], panels, strict=True):
+        xs = np.concatenate([[0.0], np.cumsum(widths[start:stop])])
+        _ = ax.pcolormesh(xs, np.arange(rows + 1) - 0.5, grid[:, start:stop], cmap=cmap, vmin=-1.5, vmax=4.5,
+                          edgecolors="black", linewidth=0.6)
         for r in range(rows):
             for c in range(start, min(stop, len(shown[r]))):
-                _ = ax.text(c - start, r, texts[r][c], ha="center", va="center", fontsize=9,
-                            color=text_colour_on(MASK_GRID_COLORS[grid[r, c]][0]))
-        ax.set_xticks(np.arange(stop - start) - 0.5, minor=True)
-        ax.set_yticks(np.arange(rows) - 0.5, minor=True)
-        ax.grid(which="minor", color="black", linewidth=0.6)
-        ax.tick_params(which="minor", length=0)
-        ax.set_xticks(range(stop - start), [str(i) for i in range(start, stop)], fontsize=9)
+                _ = ax.text((xs[c - start] + xs[c - start + 1]) / 2, r, texts[r][c], ha="center", va="center",
+                            fontsize=9, color=text_colour_on(MASK_GRID_COLORS[grid[r, c]][0]))
+        ax.set(xlim=(0, span), ylim=(rows - 0.5, -0.5))
+        ax.set_xticks((xs[:-1] + xs[1:]) / 2, [str(i) for i in range(start, stop)], fontsize=9)
         ax.set_yticks(range(rows), labels, fontsize=9)
+        ax.tick_params(length=0)
+        ax.spines[:].set_visible(False)
     axes[-1, 0].set_xlabel("position")
-    present = set(np.unique(grid))
     handles = [Patch(facecolor=col, edgecolor="black", label=name)
                for code, (col, name) in MASK_GRID_COLORS.items() if code in present]
-    columns = max(1, min(3, len(handles), int(fig_w // 2.8)))  # a legend entry takes about 2.8 in at 9 pt
-    fig.legend(handles=handles, loc="outside lower center", ncol=columns, fontsize=9, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=legend_columns, fontsize=9, frameon=False)
     if title:
         axes[0, 0].set_title(title)
     return fig
 
 
 def masks_per_sequence_hist(counts: dict, *, title: str = "") -> Figure:
-    """Side-by-side bars: how many positions each scheme selects per sequence (``{scheme: counts per row}``)."""
+    """Side-by-side bars: how many positions each scheme selects per sequence (``{scheme: counts per row}``).
+
+    The default title states how many sequences were counted (from the data); where the schemes counted different
+    numbers, each legend entry states its own.
+    """
     import numpy as np
 
     if not counts or any(len(v) == 0 for v in counts.values()):
         raise ValueError("pass {scheme name: number of selected positions per sequence}, none empty.")
     arrays = {name: np.asarray(v, dtype=int) for name, v in counts.items()}
+    sizes = {len(a) for a in arrays.values()}
     top = max(int(a.max()) for a in arrays.values())
     xs = np.arange(top + 1)
     width = 0.8 / len(arrays)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     for i, (name, a) in enumerate(arrays.items()):
         share = np.bincount(a, minlength=top + 1) / len(a)
-        _ = ax.bar(xs + (i - (len(arrays) - 1) / 2) * width, share, width, label=name,
+        _ = ax.bar(xs + (i - (len(arrays) - 1) / 2) * width, share, width,
+                   label=name if len(sizes) == 1 else f"{name} ({len(a):,} sequences)",
                    color=SERIES_COLORS[i % len(SERIES_COLORS)])
     ax.set_xticks(xs)
     ax.set_xlabel("selected positions in the sequence")
     ax.set_ylabel("fraction of sequences")
     ax.legend()
-    ax.set_title(title or "Positions selected per sequence")
+    counted = f" ({next(iter(sizes)):,} sequences)" if len(sizes) == 1 else ""
+    ax.set_title(title or f"Positions selected per sequence{counted}")
     fig.tight_layout()
     return fig
 

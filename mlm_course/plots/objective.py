@@ -64,9 +64,16 @@ def loss_by_action_bars(results: dict, *, metric: str = "loss", title: str = "")
     return fig
 
 
-def training_loss_curves(histories: dict, *, heldout: dict | None = None, title: str = "") -> Figure:
-    """Each run's training loss (on its own labels) by step, one colour per run; ``heldout`` (``{run: loss}``)
-    adds each run's held-out loss on correct labels as a marker at its last step.
+_RUN_STYLES = ("-", "--", "-.", ":")  # the k-th run's line style and marker; widths fall with k, so a later run
+_RUN_MARKERS = ("", "s", "^", "D")  # drawn on an earlier one leaves it visible on both sides
+
+
+def training_loss_curves(histories: dict, *, heldout: dict | None = None, unigram: float | dict | None = None,
+                         title: str = "") -> Figure:
+    """Each run's training loss (on its own labels) by step: one colour, line style and width per run, later runs
+    thinner and on top, so equal curves stay visible. ``heldout`` (``{run: loss}``) adds each run's held-out loss on
+    correct labels as a ring at its last step (rings shrink run by run, so equal losses show as concentric rings);
+    ``unigram`` (a loss, or :func:`mlm_course.pretraining.unigram_baseline`'s dict) is drawn as a labelled line.
 
     ``histories``: ``{run name: TrainResult.metrics}`` (rows with ``split == "train"`` are plotted).
     """
@@ -77,15 +84,25 @@ def training_loss_curves(histories: dict, *, heldout: dict | None = None, title:
         train = [m for m in rows if m["split"] == "train"]
         if not train:
             raise ValueError(f"run {name!r} has no training rows: pass the metrics of a training run.")
-        color = SERIES_COLORS[k % len(SERIES_COLORS)]
-        _ = ax.plot([m["step"] for m in train], [m["loss"] for m in train], color=color, label=name)
+        color, label = SERIES_COLORS[k % len(SERIES_COLORS)], name
         if heldout is not None and name in heldout:
-            _ = ax.plot([train[-1]["step"]], [heldout[name]], "X", ms=10, color=color, label="_held-out")
+            label = f"{name} (held-out {heldout[name]:.2f})"
+        _ = ax.plot([m["step"] for m in train], [m["loss"] for m in train], _RUN_STYLES[k % len(_RUN_STYLES)],
+                    marker=_RUN_MARKERS[k % len(_RUN_MARKERS)], ms=5, color=color, lw=max(1.2, 3.6 - 0.9 * k),
+                    zorder=2 + k, label=label)
+        if heldout is not None and name in heldout:
+            _ = ax.plot([train[-1]["step"]], [heldout[name]], "o", ms=max(5.0, 15.0 - 4.5 * k), mfc="none",
+                        mew=2, color=color, zorder=10 + k, label="_held-out", clip_on=False)
+    if unigram is not None:
+        level = float(unigram["loss"] if isinstance(unigram, dict) else unigram)
+        _ = ax.axhline(level, color="black", ls=":", lw=1.4, zorder=1,
+                       label=f"unigram frequencies,\nheld-out ({level:.2f})")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("optimiser step")
     ax.set_ylabel("masked-LM loss (nats)")
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.0, 1.0),
-              title="line: training loss\n(its own labels)\n× : held-out loss\n(correct labels)", title_fontsize=9)
+              title="line: training loss\n(its own labels)\n○ : held-out loss\n(correct labels)", title_fontsize=9,
+              alignment="left")
     ax.set_title(title or "training loss by step")
     fig.tight_layout()
     return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from mlm_course.plots.style import OKABE_ITO
+from mlm_course.plots.style import OKABE_ITO, text_width_in
 
 
 def _mark_stages(metrics: list[dict], axes) -> None:
@@ -17,26 +17,32 @@ def _mark_stages(metrics: list[dict], axes) -> None:
                              xytext=(3, 4), textcoords="offset points", fontsize=9)
 
 
+def _heldout_points(ax, evals: list[dict], key: str, marker: str, color: str, label: str) -> None:
+    """Held-out scores as markers where they were measured, over a thin line behind the training curve."""
+    steps, values = [m["step"] for m in evals], [m[key] for m in evals]
+    ax.plot(steps, values, marker, ls="none", ms=4 if len(evals) <= 40 else 3, color=color, zorder=3, label=label)
+    ax.plot(steps, values, "-", lw=0.6, alpha=0.5, color=color, zorder=1, label="_connects the evaluations")
+
+
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, copying: dict | None = None,
                        title: str = "") -> Figure:
     """Training loss (per log interval) and held-out loss / top-1 / top-5 by step (``metrics`` from
     :func:`mlm_course.lab.run_files.read_metrics`), with the unigram baseline
     (``baseline``) and the unigram-plus-copying one (``copying``, :func:`mlm_course.pretraining.copying_baseline`).
 
+    Held-out evaluations are markers (a faint line behind joins them); the legends sit under the panels.
     Rows with a ``stage`` number (joined runs of continued pretraining) get a dotted line where each later stage starts.
     """
     train = [m for m in metrics if m["split"] == "train"]
     evals = [m for m in metrics if m["split"] == "eval"]
     blue, orange = OKABE_ITO["blue"], OKABE_ITO["orange"]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9.8, 5.0), layout="constrained")
     _mark_stages(metrics, (ax_loss, ax_acc))
     ax_loss.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, alpha=0.7, color=OKABE_ITO["sky blue"],
-                 label="training batches (mean per log interval)")
-    ax_loss.plot([m["step"] for m in evals], [m["loss"] for m in evals], "o-", ms=4, color=blue,
-                 label="held-out set (frozen masks)")
-    for metric, style, color in (("top1", "o-", blue), ("top5", "s-", orange)):
-        ax_acc.plot([m["step"] for m in evals], [m[metric] for m in evals], style, ms=4, color=color,
-                    label=f"model {metric}")
+                 zorder=2, label="training batches\n(mean per log interval)")
+    _heldout_points(ax_loss, evals, "loss", "o", blue, "held-out set\n(frozen masks)")
+    for metric, marker, color in (("top1", "o", blue), ("top5", "s", orange)):
+        _heldout_points(ax_acc, evals, metric, marker, color, f"model {metric}")
     for name, row, style in (("unigram", baseline, "--"), ("unigram + copying", copying, ":")):
         if row is None:
             continue
@@ -45,43 +51,92 @@ def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, cop
             ax_acc.axhline(row[metric], color=color, ls=style, lw=1, label=f"{name} {metric}")
     ax_loss.set(xlabel="optimiser step", ylabel="masked-token cross-entropy (nats)", title=title or "loss")
     ax_acc.set(xlabel="optimiser step", ylabel="held-out accuracy on masked tokens", title="accuracy", ylim=(0, None))
-    ax_loss.legend(fontsize=9, loc="upper right")
-    ax_acc.legend(fontsize=9, loc="best")
-    fig.tight_layout()
+    for ax in (ax_loss, ax_acc):
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False, markerscale=1.5)
     return fig
 
 
-def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *, columns: int = 3) -> Figure:
-    """One small bar chart per sentence: the top-k guesses and their probabilities; accepted answers in green."""
+_ACCEPTED, _OTHER = OKABE_ITO["bluish green"], "#aaaaaa"
+
+
+def _fill_mask_legend(fig, note: str = "") -> None:
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=_ACCEPTED, label="an accepted answer"), Patch(color=_OTHER, label="another guess")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=2, fontsize=9, frameon=False, title=note or None,
+               title_fontsize=9)
+
+
+def _fill_mask_table(rows) -> Figure:
+    """One line per sentence (✓: an accepted answer among its guesses), its guesses in rank order beside it."""
+    from matplotlib.patches import Rectangle
+
+    top = max(len(guesses) for _, guesses, _ in rows)
+    cells = [[(t, p, t in answers) for t, p in guesses] for _, guesses, answers in rows]
+    hits = [any(ok for *_, ok in row) for row in cells]
+    labels = [f"{'✓' if hit else '✗'} {text}" for (text, _, _), hit in zip(rows, hits, strict=True)]
+    cell_in = max(0.9, *(text_width_in(f"{t} {100 * p:.0f} %", weight="bold") + 0.15 for row in cells for t, p, _ in row))
+    label_in = max(text_width_in(s) for s in labels) + 0.2
+    fig, ax = plt.subplots(figsize=(min(9.8, label_in + top * cell_in + 0.1), 0.3 * len(rows) + 1.5),
+                           layout="constrained")
+    for r, row in enumerate(cells):
+        for c, (token, p, ok) in enumerate(row):
+            ax.add_patch(Rectangle((c + 0.02, r - 0.36), 0.96 * p, 0.72, color=_ACCEPTED if ok else _OTHER, lw=0))
+            ax.text(c + 0.05, r, f"{token} {100 * p:.0f} %", va="center", fontsize=9, fontweight="bold" if ok else "normal")
+    for c in range(top + 1):
+        ax.axvline(c, color="#dddddd", lw=0.8, zorder=0)
+    ax.set(xlim=(0, top), ylim=(len(rows) - 0.5, -0.5))
+    ax.set_xticks([c + 0.5 for c in range(top)], [f"guess {c + 1}" for c in range(top)], fontsize=9)
+    ax.set_yticks(range(len(rows)), labels, fontsize=9)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_title(f"Top-{top} fill-mask guesses: an accepted answer among them for {sum(hits)} of {len(rows)} "
+                 "sentences", fontsize=10)
+    _fill_mask_legend(fig, "bar length: the model's probability (a whole cell = 100 %)")
+    return fig
+
+
+def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *, columns: int = 3,
+                   layout: str = "panels") -> Figure:
+    """The top-k guesses and their probabilities for each ``(sentence, guesses, accepted answers)``; accepted
+    answers in green (a legend says so). ``layout="panels"``: one small bar chart per sentence, ``columns`` to a
+    row; ``layout="table"``: one line per sentence with its guesses in rank order (20 sentences fit in 7.5 in)."""
     import textwrap
 
+    if layout not in ("panels", "table"):
+        raise ValueError(f"layout={layout!r}: use 'panels' or 'table'.")
+    if layout == "table":
+        return _fill_mask_table(rows)
     n_rows = -(-len(rows) // columns)
-    fig, axes = plt.subplots(n_rows, columns, figsize=(3.3 * columns, 2.3 * n_rows), squeeze=False)
+    fig, axes = plt.subplots(n_rows, columns, figsize=(min(9.7, 3.3 * columns), 2.3 * n_rows + 0.4), squeeze=False,
+                             layout="constrained")
     for ax, (text, guesses, answers) in zip(axes.flat, rows, strict=False):
         tokens = [t for t, _ in guesses][::-1]
         probs = [p for _, p in guesses][::-1]
-        ax.barh(tokens, probs, color=[OKABE_ITO["bluish green"] if t in answers else "#999999" for t in tokens])
+        ax.barh(tokens, probs, color=[_ACCEPTED if t in answers else _OTHER for t in tokens])
         ax.set_title(textwrap.fill(text, 30), fontsize=9)
         ax.set_xlim(0, 1)
         ax.set_xlabel("probability", fontsize=9)
         ax.tick_params(labelsize=9)
     for ax in axes.flat[len(rows):]:
         ax.axis("off")
-    fig.tight_layout()
+    _fill_mask_legend(fig)
     return fig
 
 
 def accuracy_by_frequency(buckets: list[dict], *, title: str = "") -> Figure:
     """Top-1 accuracy of the model and of unigram frequencies, per training-frequency bucket of the true token
     (``buckets`` from :func:`mlm_course.probes.accuracy_by_frequency`), with 95 % Wilson intervals over its tokens."""
-    from mlm_course.masking import binomial_interval
+    from mlm_course.statistics import wilson_interval
 
     x = range(len(buckets))
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     for offset, key, name, color in ((-0.2, "model_top1", "model", OKABE_ITO["blue"]),
                                      (0.2, "unigram_top1", "unigram frequencies", OKABE_ITO["orange"])):
         values = [b[key] for b in buckets]
-        spans = [binomial_interval(round(b[key] * b["tokens"]), b["tokens"], 0.95) if b["tokens"] else (0.0, 0.0)
+        spans = [wilson_interval(round(b[key] * b["tokens"]), b["tokens"], 0.95) if b["tokens"] else (0.0, 0.0)
                  for b in buckets]
         errors = [[max(0.0, v - low) for v, (low, _) in zip(values, spans, strict=True)],
                   [max(0.0, high - v) for v, (_, high) in zip(values, spans, strict=True)]]
@@ -122,27 +177,26 @@ def _time_to_loss_panel(ax, document: dict, recipes: dict, title: str) -> None:
                 label=label)
     for target in document["targets"]:
         ax.axhline(target["loss"], color="#777777", ls="--", lw=0.8)
-        ax.annotate(f"target {target['loss']:.2f}", (1.0, target["loss"]), xycoords=("axes fraction", "data"),
-                    xytext=(-3, 2), textcoords="offset points", ha="right", va="bottom", fontsize=9,
-                    color="#555555")
     unigram = document["unigram_baseline"]["loss"]
     ax.axhline(unigram, color="black", lw=1.0)
-    ax.annotate(f"unigram frequencies {unigram:.2f}", (0.0, unigram), xycoords=("axes fraction", "data"),
-                xytext=(3, -3), textcoords="offset points", va="top", fontsize=9)
+    ax.annotate(f"unigram frequencies {unigram:.2f}", (0.5, unigram), xycoords=("axes fraction", "data"),
+                xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=9)
     ax.set_xscale("log")
     ax.set(xlabel="training CPU-seconds (one thread; log scale)", title=title)
-    ax.legend(fontsize=9, loc="lower left")
+    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
 
 
 def time_to_loss_curves(document: dict) -> Figure:
     """Held-out masked-LM loss against training CPU-seconds (``benchmarks/results/time_to_loss.json``): the
     recipes (a), (b), (c) on the left, (a) with one of its choices undone at a time on the right; the targets
     and the unigram baseline as labelled lines. On the log time axis equal horizontal gaps are equal speed-ups."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6), sharey=True)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.3, 5.6), sharey=True, layout="constrained")
     _time_to_loss_panel(left, document, TIME_TO_LOSS_RECIPES, "the course vs transformers")
     _time_to_loss_panel(right, document, TIME_TO_LOSS_ABLATIONS, "the course's choices, one undone at a time")
+    targets = right.secondary_yaxis("right")  # the dashed lines' levels, named where no curve runs
+    targets.set_yticks([t["loss"] for t in document["targets"]], [f"target {t['loss']:.2f}" for t in
+                                                                  document["targets"]], fontsize=9)
     losses = [p["loss"] for run in document["runs"].values() for p in run.get("curve", []) if p["cpu_seconds"] > 0]
     left.set_ylim(min(losses) - 0.2, max(losses) + 0.1)
     left.set_ylabel("held-out masked-token loss (nats)")
-    fig.tight_layout()
     return fig

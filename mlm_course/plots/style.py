@@ -19,30 +19,119 @@ SERIES_COLORS = (OKABE_ITO["blue"], OKABE_ITO["orange"], OKABE_ITO["bluish green
 """Colours for the 1st, 2nd, … series of a figure whose series have no colour of their own."""
 
 
-def figure_rule_violations(fig: Figure, *, max_width_in: float = 10.0, min_font_pt: float = 9.0) -> list[str]:
-    """What in ``fig`` breaks the course's figure rules: wider than the notebook column, visible text smaller than
-    ``min_font_pt``, a line or patch colour outside :data:`OKABE_ITO` (greys, black and white allowed).
-    An empty list means the figure obeys them."""
-    from matplotlib.colors import to_hex, to_rgba
+NOTEBOOK_DPI = 100
+"""Pixels per inch of the notebook column ("≈ 10 in at 100 dpi"): a PNG pixel is shown as one column pixel."""
+
+MAX_WIDTH_PX = 1000
+"""The widest PNG a notebook may show: the 10-inch column at :data:`NOTEBOOK_DPI`; wider ones are shrunk to fit,
+text and all. ``bbox_inches="tight"`` adds 0.1 in on each side, so a figure's drawn content must stay within 9.8 in."""
+
+ALLOWED_COLORMAPS = frozenset({"Blues", "Greys", "gray", "binary"})
+"""The colormaps a heatmap may use besides a ListedColormap of palette colours and greys: one hue (blue, the
+course's heatmaps) or grey, light to dark, which reads the same with every colour-vision deficiency."""
+
+
+def notebook_png(fig: Figure) -> bytes | None:
+    """``fig`` as ``%matplotlib inline`` shows it: the PNG IPython's inline backend makes, with its ``dpi`` and
+    ``bbox_inches`` (None for a figure it would not show: no axes, no lines)."""
+    from IPython.core.pylabtools import print_figure
+    from matplotlib_inline.config import InlineBackend
+
+    return print_figure(fig, "png", **InlineBackend().print_figure_kwargs)
+
+
+def _drawn(artist):
+    """``artist`` and the artists below it that a render draws: visible, and no axis or spine of an axes that is off."""
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.spines import Spine
+
+    alpha = artist.get_alpha()
+    if not artist.get_visible() or (np.ndim(alpha) == 0 and alpha == 0):
+        return
+    yield artist
+    for child in artist.get_children():
+        if not (isinstance(artist, Axes) and not artist.axison and isinstance(child, Axis | Spine)):
+            yield from _drawn(child)
+
+
+def _colours(artist) -> list:
+    """The RGBA colours ``artist`` paints with (a Line2D's line and markers, the face of filled ones; a patch's face and edge, a collection's
+    faces and edges, a text's glyphs and box); edges of zero width left out, and a colour-mapped collection's
+    colours (its colormap is checked instead)."""
+    from matplotlib.collections import Collection
     from matplotlib.lines import Line2D
+    from matplotlib.markers import MarkerStyle
     from matplotlib.patches import Patch
     from matplotlib.text import Text
 
-    problems = []
-    width = float(fig.get_size_inches()[0])
-    if width > max_width_in + 1e-9:
-        problems.append(f"the figure is {width:.2f} in wide (at most {max_width_in:g} in)")
-    for text in fig.findobj(Text):
-        if text.get_visible() and text.get_text().strip() and text.get_fontsize() < min_font_pt:
-            problems.append(f"text {text.get_text()!r} is {text.get_fontsize():g} pt (at least {min_font_pt:g} pt)")
+    if isinstance(artist, Line2D):
+        drawn = [artist.get_color()] if artist.get_linestyle() not in ("None", "") and artist.get_linewidth() else []
+        marker = MarkerStyle(artist.get_marker())
+        if marker.get_marker() not in ("None", "", " "):
+            drawn += [artist.get_markeredgecolor()] + ([artist.get_markerfacecolor()] if marker.is_filled() else [])
+        return drawn
+    if isinstance(artist, Patch):
+        return [artist.get_facecolor()] + ([artist.get_edgecolor()] if artist.get_linewidth() else [])
+    if isinstance(artist, Collection):
+        if artist.get_array() is not None:
+            return []
+        edges = list(artist.get_edgecolor()) if max(artist.get_linewidth(), default=0) else []
+        return list(artist.get_facecolor()) + edges
+    if isinstance(artist, Text) and artist.get_text().strip():
+        box = artist.get_bbox_patch()
+        return [artist.get_color()] + (_colours(box) if box is not None else [])
+    return []
+
+
+def _off_palette(colour) -> str | None:
+    """The hex code of ``colour`` if it is neither transparent, a palette colour (alpha aside) nor a grey."""
+    from matplotlib.colors import to_hex, to_rgba
+
+    if to_rgba(colour)[3] == 0:
+        return None
+    code = to_hex(colour, keep_alpha=False)
     allowed = {c.lower() for c in OKABE_ITO.values()}
-    for artist in fig.findobj(lambda a: isinstance(a, Line2D | Patch) and a.get_visible()):
-        colour = artist.get_color() if isinstance(artist, Line2D) else artist.get_facecolor()
-        if to_rgba(colour)[3] == 0:
-            continue
-        code = to_hex(colour)
-        if code not in allowed and not code[1:3] == code[3:5] == code[5:7]:
-            problems.append(f"{type(artist).__name__} colour {code} is not in the Okabe–Ito palette")
+    return None if code in allowed or code[1:3] == code[3:5] == code[5:7] else code
+
+
+def _colormap_problem(artist) -> str | None:
+    """What is wrong with the colormap of a colour-mapped image, mesh or collection (None: nothing, or none used)."""
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import ListedColormap
+
+    if not isinstance(artist, ScalarMappable) or artist.get_array() is None or artist.get_array().ndim > 2:
+        return None
+    cmap = artist.get_cmap()
+    listed = isinstance(cmap, ListedColormap) and not any(_off_palette(c) for c in cmap.colors)
+    if cmap.name in ALLOWED_COLORMAPS or listed:
+        return None
+    return (f"{type(artist).__name__} colormap {cmap.name!r} is neither built from the Okabe–Ito palette "
+            f"nor one of {sorted(ALLOWED_COLORMAPS)}")
+
+
+def figure_rule_violations(fig: Figure, *, max_width_px: int = MAX_WIDTH_PX, min_font_pt: float = 9.0) -> list[str]:
+    """What in ``fig`` breaks the course's figure rules, measured on what the notebook shows (:func:`notebook_png`):
+    a PNG wider than ``max_width_px``; drawn text smaller than ``min_font_pt`` at :data:`NOTEBOOK_DPI`; a drawn
+    line, marker, patch, collection or text in a colour outside :data:`OKABE_ITO` (greys allowed, transparency
+    ignored, alpha aside); a colormap outside the palette and :data:`ALLOWED_COLORMAPS`. Empty: the figure obeys them."""
+    from matplotlib.text import Text
+
+    png = notebook_png(fig)
+    problems = []
+    width = int.from_bytes(png[16:20], "big") if png else 0  # the PNG header's IHDR width
+    if width > max_width_px:
+        problems.append(f"the notebook shows the figure {width} px wide (at most {max_width_px} px)")
+    scale = fig.dpi / NOTEBOOK_DPI
+    for artist in _drawn(fig):
+        if isinstance(artist, Text) and artist.get_text().strip() and artist.get_fontsize() * scale < min_font_pt:
+            problems.append(f"text {artist.get_text()!r} is shown at {artist.get_fontsize() * scale:g} pt "
+                            f"(at least {min_font_pt:g} pt)")
+        codes = dict.fromkeys(code for code in map(_off_palette, _colours(artist)) if code)
+        problems += [f"{type(artist).__name__} colour {code} is not in the Okabe–Ito palette" for code in codes]
+        if (problem := _colormap_problem(artist)) is not None:
+            problems.append(problem)
     return problems
 
 
@@ -52,3 +141,13 @@ def text_colour_on(fill: str) -> str:
     r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
     luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
     return "black" if (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05) else "white"
+
+
+def text_width_in(text: str, *, size: float = 9.0, weight: str = "normal") -> float:
+    """Width in inches of ``text`` (its widest line) set at ``size`` pt in the default font, as a render draws it."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+
+    font = FontProperties(size=size, weight=weight)
+    widths = [TextPath((0, 0), line, prop=font).get_extents().width for line in text.split("\n") if line.strip()]
+    return max(widths, default=0.0) / 72

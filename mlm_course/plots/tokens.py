@@ -23,7 +23,7 @@ def pieces_per_word_dots(counts: dict[tuple[str, str], dict[int, int]], *, max_p
     sources = list(dict.fromkeys(source for source, _ in counts))
     names = list(dict.fromkeys(name for _, name in counts))
     xs = list(range(1, max_pieces + 1))
-    fig, axes = plt.subplots(1, len(sources), figsize=(min(10.0, 1.0 + 4.0 * len(sources)), 3.8), sharey=True,
+    fig, axes = plt.subplots(1, len(sources), figsize=(min(9.8, 1.0 + 4.0 * len(sources)), 3.8), sharey=True,
                              squeeze=False, layout="constrained")
     markers = "osD^v"
     for ax, source in zip(axes[0], sources, strict=True):

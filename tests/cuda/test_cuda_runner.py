@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from mlm_course.lab import runner as training
+from mlm_course.lab import runner
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available()
 
 def test_cuda_steps_never_synchronise_except_when_logging(tiny_model, blocks, bert_tok, monkeypatch, gpu_precision):
     """On a GPU, torch's own sync detector: any synchronising call (non-blocking copies included) raises."""
-    original = training.TrainLoop.run_step
+    original = runner.TrainLoop.run_step
 
     def run_step(self):
         logging = (self.step + 1) % self.config.log_every == 0 or self.step + 1 == self.config.steps
@@ -22,7 +22,7 @@ def test_cuda_steps_never_synchronise_except_when_logging(tiny_model, blocks, be
         finally:
             torch.cuda.set_sync_debug_mode(0)
 
-    monkeypatch.setattr(training.TrainLoop, "run_step", run_step)
+    monkeypatch.setattr(runner.TrainLoop, "run_step", run_step)
     for precision in (gpu_precision, "fp32"):
         config = PretrainConfig(steps=6, batch_size=4, lr=1e-3, warmup_steps=2, log_every=3, eval_every=100,
                                 device="cuda", precision=precision, mask_rate=0.3)
