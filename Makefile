@@ -6,9 +6,12 @@ STAMP  := $(VENV)/.installed
 # Tests and headless runs: no display, no network, and (for tests) the quick sizes of mlm_course.lab.settings.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg
 QUICK   := MLM_COURSE_QUICK=1
+# one torch thread per test process: `make test` runs two (pytest -n 2) on a 2-core machine, and two threads each
+# fighting for the cores made the notebooks' training cells 4x slower (05's cell 12: 64 s against 16 s)
+THREADS := OMP_NUM_THREADS=1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: setup course execute test test-unit test-notebooks lint bench gpu-check clean
+.PHONY: setup course execute test lint bench gpu-check clean
 
 setup: $(STAMP)
 
@@ -31,7 +34,7 @@ execute: setup
 
 ## Every test: lint, unit tests, and nbval over every notebook (quick mode, offline).
 test: setup lint
-	$(OFFLINE) $(QUICK) $(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax \
+	$(OFFLINE) $(QUICK) $(THREADS) $(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax \
 	  --durations=15 tests $(NOTEBOOKS)
 
 lint: setup
