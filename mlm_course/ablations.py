@@ -110,6 +110,7 @@ class Budget:
     static_copies: int = 1
     eval_sequences: int | None = None  # held-out sequences with frozen masks (None: all)
     finetune_epochs: int = 1
+    finetune_min_steps: int = 600  # notebook 07's recipe: at least this many steps, whatever the epochs
     finetune_lr: float = 5e-4
     finetune_max_length: int = 64
     train_examples: int | None = 4000
@@ -124,7 +125,7 @@ class Budget:
 TRAINING_BUDGETS: dict[str, Budget] = {
     # seconds per run on a laptop; what CI and the notebook's live cell use
     "quick": Budget("quick", steps=10, batch_size=8, corpus_chars=200_000, small_data_chars=20_000,
-                    eval_sequences=32, train_examples=128, eval_examples=128, seeds=(0,)),
+                    eval_sequences=32, train_examples=128, eval_examples=128, finetune_min_steps=10, seeds=(0,)),
     # 2.5-5 minutes per run on one CPU core (33 runs: 2.2 h measured): still on the early plateau (notebook 06)
     "cpu": Budget("cpu", steps=800),
     # past the plateau: about 25 CPU-minutes per run (hours for the grid), a few minutes per run on a GPU
@@ -268,8 +269,8 @@ def summary_table(document: dict, family: str) -> str:
 def by_action_table(document: dict, family: str) -> str:
     """Held-out loss by what the frozen 80/10/10 evaluation did at each position: mean ± half-width of the 95 %
     t-interval over the seeds."""
-    names = (("all", "heldout_loss"), ("[MASK] (80 %)", "heldout_loss_mask"),
-             ("random (10 %)", "heldout_loss_random"), ("unchanged (10 %)", "heldout_loss_unchanged"))
+    titles = {"all": "all", "[MASK]": "[MASK] (80 %)", "random token": "random (10 %)", "unchanged": "unchanged (10 %)"}
+    names = [(titles[action], metric) for action, metric in ACTIONS]
     out = [f"{'variant':<12}{'seeds':>6}" + "".join(f"{title:>18}" for title, _ in names)]
     for line in (line for line in document["summary"] if line["family"] == family):
         cells = [f"{line['label']:<12}{len(line['values']['heldout_loss_mask']):>6}"]
@@ -277,6 +278,27 @@ def by_action_table(document: dict, family: str) -> str:
             cells.append(f"{_mean_pm(line['values'][name], 3):>18}")
         out.append("".join(cells))
     return "\n".join(out)
+
+
+ACTIONS = (("all", "heldout_loss"), ("[MASK]", "heldout_loss_mask"), ("random token", "heldout_loss_random"),
+           ("unchanged", "heldout_loss_unchanged"))
+"""What the frozen evaluation showed at a position (as :func:`mlm_course.lab.experiments.evaluate_by_action` names
+it), and the name in :data:`METRICS` of the held-out loss there."""
+
+
+def by_action_means(document: dict, family: str) -> dict[str, dict[str, dict[str, float]]]:
+    """``{variant label: {action: {"loss", "loss_ci95", "tokens"}}}`` for the variants of ``family``: the held-out
+    loss at each kind of position, as the mean over seeds and the half-width of its 95 % t-interval — what
+    :func:`mlm_course.plots.ablation_loss_by_action` draws. Variants without the split are left out."""
+    runs = {row["key"]: row for row in document["runs"] if "heldout_by_action" in row}
+    means = {}
+    for line in (line for line in document["summary"] if line["family"] == family and line["key"] in runs):
+        split = runs[line["key"]]["heldout_by_action"]
+        means[line["label"]] = {}
+        for action, metric in ACTIONS:
+            mean, half = mean_interval(line["values"][metric])
+            means[line["label"]][action] = {"loss": mean, "loss_ci95": half, "tokens": split[action]["tokens"]}
+    return means
 
 
 def stored_run(document: dict, budget: Budget, key: str, seed: int) -> dict | None:

@@ -93,6 +93,18 @@ def test_quick_grid_runs_stores_each_run_and_skips_finished_runs(tmp_path, monke
     assert ablation_grid.run_grid(budget, tmp_path, families=["static"], log=lambda line: None) == rows
 
 
+def test_the_stored_grid_fine_tunes_with_notebook_07s_recipe():
+    """At least label_grid.MIN_STEPS steps (the recipe that stopped 07's collapses), not one 125-step epoch."""
+    from mlm_course.lab import label_grid
+
+    cpu = TRAINING_BUDGETS["cpu"]
+    assert cpu.finetune_min_steps == label_grid.MIN_STEPS
+    config = label_grid.recipe(cpu.train_examples, cpu.finetune_lr, 0, epochs=cpu.finetune_epochs,
+                               min_steps=cpu.finetune_min_steps)
+    per_epoch = math.ceil(cpu.train_examples / config.batch_size)
+    assert config.epochs * per_epoch >= 600 and per_epoch == 125 and config.patience is None
+
+
 def test_summary_means_and_t_half_widths_by_hand():
     budget = TRAINING_BUDGETS["quick"]
     key = ablations.variants(["rate"])[1].key  # 30 %
@@ -211,18 +223,37 @@ def test_heldout_only_grid_stores_apart_and_summarises_without_downstream_scores
     assert "±" not in table  # one seed: the mean alone
 
 
+def test_by_action_means_are_means_over_seeds_with_t_half_widths_by_hand():
+    budget = TRAINING_BUDGETS["quick"]
+    key = ablations.variants(["mix"])[1].key  # 100/0/0
+
+    def run(seed, mask_loss):
+        split = {action: {"loss": loss, "tokens": tokens} for action, loss, tokens in
+                 (("all", 6.5, 10), ("[MASK]", mask_loss, 8), ("random token", 6.9, 1), ("unchanged", 6.4, 1))}
+        return {"key": key, "seed": seed, "heldout": {"loss": 6.5, "top1": 0.1}, "heldout_by_action": split,
+                "finetune": {"test_accuracy": 0.6}, "probe": {"test_accuracy": 0.5}}
+
+    rows = [run(0, 6.0), run(1, 6.2)]
+    document = {"runs": rows, "summary": ablations.summarise(rows, budget, ["mix"])}
+    means = ablations.by_action_means(document, "mix")
+    assert list(means) == ["100/0/0"]  # the other mixes have no runs here
+    # two seeds: mean 6.1, sd 0.1414; half-width t(0.975, 1 df) = 12.7062 × sd / √2 = 1.2706
+    assert means["100/0/0"]["[MASK]"] == pytest.approx({"loss": 6.1, "loss_ci95": 1.270620, "tokens": 8})
+    assert means["100/0/0"]["unchanged"]["loss"] == pytest.approx(6.4) and means["100/0/0"]["all"]["tokens"] == 10
+
+
 def test_the_stored_grid_reads_under_the_names_of_the_settings():
     """notebooks/results/ablations_cpu.json names the settings as the code does (``size``, ``mask_rate``,
-    ``mask_mix``): the cpu budget finds its stored runs, and each summary line carries its variant's masking."""
-    results = Path(__file__).resolve().parents[1] / "notebooks" / "results"
+    ``mask_mix``): the cpu budget finds its stored runs, each summary line carries its variant's masking, and every run
+    has its held-out split by action and its fine-tuning collapse record."""
+    document = ablations.load_results(Path(__file__).resolve().parents[1] / "notebooks" / "results" / "ablations_cpu.json")
     by_key = {v.key: v for v in ablations.variants()}
-    for name in ("ablations_cpu.json", "ablations_cpu_heldout.json"):
-        document = ablations.load_results(results / name)
-        run = document["runs"][0]
-        assert ablations.stored_run(document, TRAINING_BUDGETS["cpu"], run["key"], run["seed"]) == run, name
-        for line in document["summary"]:
-            variant = by_key[line["key"]]
-            assert (line["mask_rate"], tuple(line["mask_mix"])) == (variant.mask_rate, variant.mask_mix), name
+    run = document["runs"][0]
+    assert ablations.stored_run(document, TRAINING_BUDGETS["cpu"], run["key"], run["seed"]) == run
+    for line in document["summary"]:
+        variant = by_key[line["key"]]
+        assert (line["mask_rate"], tuple(line["mask_mix"])) == (variant.mask_rate, variant.mask_mix)
+    assert all("heldout_by_action" in row and "collapsed" in row["finetune"] for row in document["runs"])
 
 
 def test_variants_are_compared_with_the_reference_paired_by_seed_with_holm():

@@ -19,8 +19,8 @@ from transformers import PreTrainedTokenizerBase
 
 from mlm_course import corpus, finetune, models, tokenization
 from mlm_course.ablations import FAMILIES, PAPER_TABLE8, Budget, Variant, feature_probe, summarise, variants
-from mlm_course.lab import experiments
-from mlm_course.lab.finetune_run import FinetuneConfig, fit
+from mlm_course.lab import experiments, label_grid
+from mlm_course.lab.finetune_run import fit
 from mlm_course.lab.precision import machine
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.lab.run_files import write_json_atomic
@@ -61,14 +61,15 @@ def load_data(budget: Budget) -> GridData:
 
 
 def fine_tune_accuracy(model: torch.nn.Module, data: GridData, budget: Budget, seed: int, work_dir: Path) -> dict:
-    """Fine-tune the pretrained encoder (new head) on sentiment with the stored grid's recipe (``finetune_epochs``
-    epochs, dev picks the best epoch); test accuracy, the share of test sentences predicted positive, and whether
-    the run collapsed to one class (≥ 95 % of its test predictions, notebook 07's rule)."""
+    """Fine-tune the pretrained encoder (new head) on sentiment with notebook 07's recipe
+    (:func:`mlm_course.lab.label_grid.recipe`: at least ``finetune_min_steps`` steps, ten dev evaluations, the best
+    one kept); test accuracy, the share of test sentences predicted positive, and whether the run collapsed to one
+    class (≥ 95 % of its test predictions, notebook 07's rule)."""
     model.save_pretrained(work_dir)
     data.tokenizer.save_pretrained(work_dir)
     classifier, _ = finetune.load_classifier(work_dir, seed=seed, dropout=0.1)
-    config = FinetuneConfig(epochs=budget.finetune_epochs, lr=budget.finetune_lr, seed=seed,
-                            precision="fp32")  # as the stored grid
+    config = label_grid.recipe(len(data.sentiment["train"]), budget.finetune_lr, seed, epochs=budget.finetune_epochs,
+                               min_steps=budget.finetune_min_steps)
     pad = data.tokenizer.pad_token_id
     fitted = fit(classifier, data.sentiment["train"], data.sentiment["dev"], config, pad_token_id=pad,
                  progress=False, verbose=False)

@@ -78,8 +78,9 @@ ACTION_GROUPS = (("[MASK]", "shown [MASK]"), ("random token", "shown a random to
 
 def ablation_loss_by_action(results: dict, *, unigram_loss: float | None = None, title: str = "") -> Figure:
     """Held-out loss split by what the frozen evaluation showed at the position, one colour per variant.
-    ``results``: ``{variant label: experiments.evaluate_by_action(...)}`` (:func:`mlm_course.ablations.heldout_by_action`);
-    error bars: the 95 % interval over the scored tokens (``loss_ci95``)."""
+    ``results``: ``{variant label: {action: {"loss", "loss_ci95", "tokens"}}}`` — one run's split
+    (:func:`mlm_course.lab.ablation_grid.heldout_by_action`; error bars: 95 % interval over its scored positions) or
+    the means over seeds (:func:`mlm_course.ablations.by_action_means`; error bars: 95 % t-interval over seeds)."""
     import numpy as np
 
     if not results:
