@@ -6,12 +6,18 @@ markdown cells are the translation, left as they are. Where the English notebook
 the script names the first place the two differ and changes nothing: translate there, then run it again.
 ``--start NN_name`` begins a translation: a copy of the English notebook whose markdown cells are then translated.
 
-``tests/test_translations.py`` fails when the editions drift (cell count, cell order, code text).
+Each translated markdown cell records which English text it translates (``metadata.translated_from``: a hash of
+the English cell). Where the English cell has changed since, the script names the cell: translate it again, then
+record it with ``--translated NN_name CELL_ID ...`` (no ids: every markdown cell of that notebook).
+
+``tests/test_translations.py`` fails when the editions drift (cell count, cell order, code text) and when a
+translation is older than its English cell.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -20,6 +26,7 @@ from sync_first_cell import dumps  # a sibling script: scripts/ is on the path w
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE_FIELDS = ("source", "outputs", "execution_count", "metadata")
+MARK = "translated_from"  # in a Chinese markdown cell's metadata: english_hash of the English cell it translates
 
 
 def pairs(root: Path = ROOT) -> list[tuple[Path, Path]]:
@@ -39,6 +46,32 @@ def drift(english: dict, chinese: dict) -> str | None:
     return None
 
 
+def english_hash(cell: dict) -> str:
+    """The first 16 hex digits of the SHA-256 of a cell's text."""
+    return hashlib.sha256("".join(cell["source"]).encode("utf-8")).hexdigest()[:16]
+
+
+def stale(english: dict, chinese: dict) -> list[str]:
+    """Ids of the markdown cells whose English text is not the one their translation records (changed since, or
+    never recorded)."""
+    return [a["id"] for a, b in zip(english["cells"], chinese["cells"], strict=True)
+            if a["cell_type"] == "markdown" and b.get("metadata", {}).get(MARK) != english_hash(a)]
+
+
+def recorded(english: dict, chinese: dict, ids: list[str]) -> dict:
+    """``chinese`` with the markdown cells named in ``ids`` (all where empty) recorded as translations of the English
+    cells as they stand."""
+    unknown = set(ids) - {cell["id"] for cell in english["cells"] if cell["cell_type"] == "markdown"}
+    if unknown:
+        raise ValueError(f"no markdown cell with id {', '.join(sorted(unknown))}: name the ids that stale cells print")
+    cells = []
+    for a, b in zip(english["cells"], chinese["cells"], strict=True):
+        if a["cell_type"] == "markdown" and (not ids or a["id"] in ids):
+            b = {**b, "metadata": {**b.get("metadata", {}), MARK: english_hash(a)}}
+        cells.append(b)
+    return {**chinese, "cells": cells}
+
+
 def synced(english: dict, chinese: dict) -> dict:
     """``chinese`` with every code cell replaced by the English one; markdown and notebook metadata kept."""
     cells = [dict(a) if a["cell_type"] == "code" else b for a, b in zip(english["cells"], chinese["cells"], strict=True)]
@@ -48,7 +81,12 @@ def synced(english: dict, chinese: dict) -> dict:
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--start", metavar="NN_name", help="begin translating notebooks/NN_name.ipynb")
+    parser.add_argument("--translated", nargs="+", metavar=("NN_name", "CELL_ID"),
+                        help="record that these markdown cells of notebooks/zh/NN_name.ipynb (no ids: all of them) "
+                             "translate the English cells as they stand now")
     args = parser.parse_args(argv)
+    if args.translated:
+        return record(root, args.translated[0], args.translated[1:])
     if args.start:
         source, target = root / "notebooks" / f"{args.start}.ipynb", root / "notebooks" / "zh" / f"{args.start}.ipynb"
         if not source.exists() or target.exists():
@@ -70,7 +108,33 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         if text != zh_path.read_text(encoding="utf-8"):
             zh_path.write_text(text, encoding="utf-8")
             print(f"updated {zh_path.relative_to(root)}")
+        old = stale(english, chinese)
+        if old:
+            print(f"{zh_path.relative_to(root)}: the English of markdown cells {' '.join(old)} changed since they were "
+                  f"translated: translate them, then run  --translated {zh_path.stem} {' '.join(old)}", file=sys.stderr)
+            status = 1
     return status
+
+
+def record(root: Path, name: str, ids: list[str]) -> int:
+    """``--translated``: write the record of :func:`recorded` into notebooks/zh/``name``.ipynb."""
+    en_path, zh_path = root / "notebooks" / f"{name}.ipynb", root / "notebooks" / "zh" / f"{name}.ipynb"
+    if not (en_path.exists() and zh_path.exists()):
+        print(f"no {zh_path.relative_to(root)} with its English {en_path.relative_to(root)}: nothing recorded")
+        return 2
+    english, chinese = (json.loads(p.read_text(encoding="utf-8")) for p in (en_path, zh_path))
+    problem = drift(english, chinese)
+    if problem is not None:
+        print(f"{zh_path.relative_to(root)}: {problem}; translate there first: nothing recorded", file=sys.stderr)
+        return 1
+    try:
+        text = dumps(recorded(english, chinese, ids))
+    except ValueError as error:
+        print(f"{zh_path.relative_to(root)}: {error}; nothing recorded", file=sys.stderr)
+        return 2
+    zh_path.write_text(text, encoding="utf-8")
+    print(f"recorded {', '.join(ids) if ids else 'every markdown cell'} as translated in {zh_path.relative_to(root)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The Chinese edition (notebooks/zh/) in step with the English one: every notebook translated, the same cells in
 the same order (kinds and ids), identical code cells (scripts/sync_translations.py copies them, outputs and all),
-translated markdown, and one Chinese term per concept (notebooks/zh/GLOSSARY.md: never a term of its "不用" column,
-except quoted, as a mention)."""
+translated markdown that records the English text it translates (none older than its English cell), and one Chinese
+term per concept (notebooks/zh/GLOSSARY.md: never a term of its "不用" column, except quoted, as a mention)."""
 
 import json
 import re
@@ -53,6 +53,12 @@ def test_the_editions_have_the_same_cells_and_identical_code(english, chinese):
 
 
 @pytest.mark.parametrize("english, chinese", PAIRS, ids=[zh.stem for _, zh in PAIRS])
+def test_every_translation_records_the_english_text_it_translates(english, chinese):
+    old = sync_translations.stale(_load(english), _load(chinese))
+    assert not old, f"English changed since translated: {old}: translate, then sync_translations.py --translated"
+
+
+@pytest.mark.parametrize("english, chinese", PAIRS, ids=[zh.stem for _, zh in PAIRS])
 def test_the_markdown_is_translated_with_the_glossarys_terms(english, chinese):
     rejected = rejected_terms()
     for text in _markdown(_load(chinese)):
@@ -75,7 +81,7 @@ def test_the_sync_script_copies_code_and_outputs_and_keeps_the_translation(tmp_p
                           "outputs": [{"output_type": "stream", "name": "stdout", "text": ["2\n"]}]}],
                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     chinese = json.loads(json.dumps(english))
-    chinese["cells"][0]["source"] = ["你好"]
+    chinese["cells"][0].update(source=["你好"], metadata={"translated_from": sync_translations.english_hash(english["cells"][0])})
     chinese["cells"][1].update(source=["x = 1"], outputs=[], execution_count=None)
     folder = tmp_path / "notebooks"
     (folder / "zh").mkdir(parents=True)
@@ -89,3 +95,28 @@ def test_the_sync_script_copies_code_and_outputs_and_keeps_the_translation(tmp_p
     before = (folder / "zh" / "01_x.ipynb").read_text()
     assert sync_translations.main([], root=tmp_path) == 1  # drift: named, nothing changed
     assert (folder / "zh" / "01_x.ipynb").read_text() == before
+
+
+def test_a_changed_english_cell_is_named_until_its_translation_is_recorded_again(tmp_path, capsys):
+    cell = {"cell_type": "markdown", "id": "m", "metadata": {}, "source": ["Hello"]}
+    english = {"cells": [cell, {**cell, "id": "n", "source": ["World"]}], "metadata": {}, "nbformat": 4,
+               "nbformat_minor": 5}
+    chinese = json.loads(json.dumps(english))
+    chinese["cells"][0]["source"], chinese["cells"][1]["source"] = ["你好"], ["世界"]
+    folder = tmp_path / "notebooks"
+    (folder / "zh").mkdir(parents=True)
+    (folder / "01_x.ipynb").write_text(json.dumps(english))
+    (folder / "zh" / "01_x.ipynb").write_text(json.dumps(chinese))
+    assert sync_translations.stale(english, chinese) == ["m", "n"]  # never recorded
+    assert sync_translations.main(["--translated", "01_x"], root=tmp_path) == 0
+    assert sync_translations.main([], root=tmp_path) == 0
+    english["cells"][1]["source"] = ["World!"]
+    (folder / "01_x.ipynb").write_text(json.dumps(english))
+    assert sync_translations.main([], root=tmp_path) == 1
+    assert "markdown cells n changed" in capsys.readouterr().err
+    before = (folder / "zh" / "01_x.ipynb").read_text()
+    assert sync_translations.main(["--translated", "01_x", "nope"], root=tmp_path) == 2  # refused, nothing written
+    assert (folder / "zh" / "01_x.ipynb").read_text() == before
+    assert sync_translations.main(["--translated", "01_x", "n"], root=tmp_path) == 0
+    recorded = _load(folder / "zh" / "01_x.ipynb")
+    assert sync_translations.stale(english, recorded) == [] and recorded["cells"][1]["source"] == ["世界"]
