@@ -126,7 +126,8 @@ TRAINING_BUDGETS: dict[str, Budget] = {
     # seconds per run on a laptop; what CI and the notebook's live cell use
     "quick": Budget("quick", steps=10, batch_size=8, corpus_chars=200_000, small_data_chars=20_000,
                     eval_sequences=32, train_examples=128, eval_examples=128, finetune_min_steps=10, seeds=(0,)),
-    # 2.5-5 minutes per run on one CPU core (33 runs: 2.2 h measured): still on the early plateau (notebook 06)
+    # 4-10 minutes per run on one thread, two runs sharing a 2-core CPU (220-587 s; 33 runs: 2.9 h of run time, 3 Dec):
+    # still on the early plateau (notebook 06)
     "cpu": Budget("cpu", steps=800),
     # past the plateau: about 25 CPU-minutes per run (hours for the grid), a few minutes per run on a GPU
     "long": Budget("long", steps=8000, seq_len=128, lr=3e-3, warmup_ratio=0.1, finetune_epochs=2, train_examples=None),

@@ -155,10 +155,10 @@ register(Exercise(
 multiple_choice(
     "08.5",
     "On the frozen 15 % 80/10/10 held-out masks, the mixes that keep some tokens unchanged (SAME > 0) score clearly "
-    "lower losses than those that do not (6.21 for 80/10/10 against 6.57 for 100/0/0, seed spread < 0.01). Why "
-    "does this not show, by itself, that SAME gives better representations?",
+    "lower losses than those that do not (6.22 for 80/10/10 against 6.56 for 100/0/0, 95 % intervals over seeds "
+    "of ±0.02 nats at most). Why does this not show, by itself, that SAME gives better representations?",
     {
-        "a": "Because three seeds are too few to tell a difference of 0.35 nats from noise, however small the spread "
+        "a": "Because three seeds are too few to tell a difference of 0.34 nats from noise, however small the spread "
              "between them looks; it takes at least ten seeds per mix.",
         "b": "Because every run was scored on its own held-out positions, drawn with its own seed, so the losses of "
              "two mixes answer different questions and cannot be compared.",
@@ -169,8 +169,8 @@ multiple_choice(
     },
     "d",
     {
-        "a": "the seed-to-seed spread is below 0.01 nats and Welch's t is about 80: the difference is real. The "
-             "question is what it measures.",
+        "a": "the 95 % intervals over seeds are ±0.02 nats at most and the paired t-test over the seeds gives p 0.001 "
+             "(section 6): the difference is real. The question is what it measures.",
         "b": "the evaluation masks are frozen (seed 1234): every run is scored on the same positions with the same "
              "replacements (section 3).",
         "c": "every mix selects the same 15 % of the tokens and predicts all of them; the mix only decides what the "
