@@ -1,15 +1,18 @@
 """Pretrain the course's character-level Chinese BERT and ship it (called by ``build_chinese_assets.py --model``).
 
-    .venv/bin/python scripts/chinese_char_bert.py                 # train (one thread, fp32) and ship
+    .venv/bin/python scripts/chinese_char_bert.py                 # train both stages (one thread, fp32) and ship
     .venv/bin/python scripts/chinese_char_bert.py --steps 30      # time a few steps into runs/, ship nothing
     .venv/bin/python scripts/chinese_char_bert.py --results-only  # recompute results.json and README.md
 
 The tiny BERT of ``models.CONFIGS`` (2 layers, hidden 128) on the shipped character tokenizer, with the course's
 recipe (no dropout, output logits only at masked positions, 15 % dynamic masks, 80/10/10, 10 % short sequences so
 that single lines look familiar), trained by ``lab.pretrain_run.pretrain`` on the **train** poems packed into
-32-token blocks, 64 to a batch; held-out figures on the held-out poems with frozen masks. Writes into the model folder: the
-weights, ``metrics.jsonl`` (the learning curve), ``results.json`` (command, settings, time, held-out loss and the
-unigram baseline's, and the one-character-at-a-time comparison with the bigram baseline) and ``README.md``.
+32-token blocks, 64 to a batch, in the two stages of ``STAGES`` (9,000 steps from random weights, then 12,000 more
+from those weights at half the peak learning rate, seed 1), each into its own folder under runs/; held-out figures on
+the held-out poems with frozen masks. Writes into the model folder: the weights, ``metrics.jsonl`` (the learning
+curves of the stages joined, steps counted from the start of stage 1), ``results.json`` (command, settings, each
+stage's record and the totals, held-out loss and the unigram baseline's, and the one-character-at-a-time comparison
+with the bigram baseline) and ``README.md``.
 """
 
 from __future__ import annotations
@@ -30,12 +33,16 @@ import torch  # noqa: E402
 from mlm_course import chinese, corpus, models, pretraining  # noqa: E402
 from mlm_course.lab.precision import machine  # noqa: E402
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
+from mlm_course.lab.run_files import read_metrics  # noqa: E402
 
-RUN_DIR = ROOT / "runs" / "chinese-char-bert"
+RUNS = ROOT / "runs"
 SEQ_LEN = 32
 SETTINGS = {"steps": 9000, "lr": 3e-3, "warmup_ratio": 0.1, "batch_size": 64, "dropout": 0.0, "seq_len": SEQ_LEN,
             "short_seq_prob": 0.1, "eval_every": 500, "save_every": 1000, "log_every": 50, "precision": "fp32",
             "device": "cpu", "seed": 0}
+STAGES = ({}, {"steps": 12000, "lr": 1.5e-3, "warmup_ratio": 0.05, "seed": 1})
+"""The recipe: stage 1 from random weights with ``SETTINGS``, each later stage from the previous stage's weights with
+``SETTINGS`` updated by its overrides (a fresh optimiser and schedule)."""
 COMMAND = "python scripts/build_chinese_assets.py --model"
 
 
@@ -46,25 +53,69 @@ def blocks(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
     return pretraining.pack_blocks(train, tokenizer, SEQ_LEN), pretraining.pack_blocks(heldout, tokenizer, SEQ_LEN)
 
 
-def train(steps: int, out: Path, data: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.nn.Module, dict]:
-    """Pretrain from seed 0 for ``steps`` steps on ``data`` (:func:`blocks`) into ``out``; returns the model and the
-    run's record."""
-    torch.set_num_threads(1)
+def stage_dir(number: int) -> Path:
+    """The run folder of stage ``number`` (1, 2, ...) under runs/."""
+    return RUNS / f"chinese-char-bert-stage{number}"
+
+
+def train_stage(model: torch.nn.Module, overrides: dict, out: Path, data: tuple[torch.Tensor, torch.Tensor]) -> dict:
+    """Pretrain ``model`` in place with ``SETTINGS`` | ``overrides`` into ``out`` (emptied first); returns the
+    stage's record: steps, lr, warm-up, seed, tokens, CPU seconds, its last held-out evaluation and the comparison
+    with the bigram baseline after it."""
     tokenizer = chinese.char_tokenizer()
-    train_blocks, eval_blocks = data
-    config = PretrainConfig(**{**SETTINGS, "steps": steps})
-    model = models.build_model("tiny", tokenizer, seed=config.seed, max_length=SEQ_LEN, dropout=0.0)
+    config = PretrainConfig(**{**SETTINGS, **overrides})
     if out.exists():
         shutil.rmtree(out)
-    cpu, wall = time.process_time(), time.perf_counter()
-    result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, out_dir=out, progress=False)
-    record = {"command": COMMAND, "steps": result.steps_done, "seconds": round(time.perf_counter() - wall, 1),
-              "cpu_seconds": round(time.process_time() - cpu, 1),
-              "tokens_seen": result.steps_done * config.batch_size * SEQ_LEN,
-              "training_blocks": len(train_blocks), "heldout_blocks": len(eval_blocks), "vocab_size": len(tokenizer),
-              "settings": asdict(config) | {"betas": list(config.betas), "mask_mix": list(config.mask_mix)},
-              "machine": machine(torch.device("cpu"))}
-    return model.eval(), record
+    cpu = time.process_time()
+    result = pretrain(model, tokenizer, *data, config, out_dir=out, progress=False)
+    cpu = time.process_time() - cpu
+    heldout = [row for row in result.metrics if row["split"] == "eval"][-1]
+    comparison = chinese.compare_with_bigram(model, tokenizer, chinese.heldout_lines(), chinese.training_bigrams())
+    return stage_record(config, result.steps_done, cpu, heldout, comparison)
+
+
+def stage_record(config: PretrainConfig, steps: int, cpu_seconds: float, heldout: dict, one_at_a_time: dict) -> dict:
+    """What results.json keeps of one stage (``heldout``: its final row of held-out scores, frozen masks;
+    ``one_at_a_time``: :func:`chinese.compare_with_bigram` on the held-out lines after it)."""
+    return {"steps": steps, "lr": config.lr, "warmup_ratio": config.warmup_ratio, "seed": config.seed,
+            "tokens_seen": steps * config.batch_size * config.seq_len, "cpu_seconds": round(cpu_seconds, 1),
+            "heldout": {key: heldout[key] for key in ("loss", "perplexity", "top1", "top5", "tokens")},
+            "one_at_a_time": one_at_a_time}
+
+
+def train(stages: tuple[dict, ...], run_dirs: list[Path], data: tuple[torch.Tensor, torch.Tensor]
+          ) -> tuple[torch.nn.Module, dict]:
+    """Run ``stages`` (overrides of ``SETTINGS``, see :data:`STAGES`) in order, stage i into ``run_dirs[i]``, from
+    random weights (seed of stage 1); returns the model and the run's record (:func:`run_record`)."""
+    torch.set_num_threads(1)
+    tokenizer = chinese.char_tokenizer()
+    model = models.build_model("tiny", tokenizer, seed={**SETTINGS, **stages[0]}["seed"], max_length=SEQ_LEN,
+                               dropout=0.0)
+    records = [train_stage(model, overrides, out, data) for overrides, out in zip(stages, run_dirs, strict=True)]
+    return model.eval(), run_record(records, PretrainConfig(**{**SETTINGS, **stages[0]}), data)
+
+
+def run_record(stages: list[dict], first: PretrainConfig, data: tuple[torch.Tensor, torch.Tensor]) -> dict:
+    """The record of a chain of stages: each stage's, their summed steps, tokens and CPU seconds, and stage 1's full
+    settings (the later stages change only lr, warm-up, seed and steps)."""
+    return {"command": COMMAND, "stages": stages, **{key: sum(stage[key] for stage in stages)
+                                                      for key in ("steps", "tokens_seen", "cpu_seconds")},
+            "training_blocks": len(data[0]), "heldout_blocks": len(data[1]), "vocab_size": len(chinese.char_tokenizer()),
+            "settings": asdict(first) | {"betas": list(first.betas), "mask_mix": list(first.mask_mix)},
+            "machine": machine(torch.device("cpu"))}
+
+
+def joined_curve(run_dirs: list[Path]) -> list[dict]:
+    """The metrics.jsonl rows of consecutive stages as one curve: each row numbered with its ``stage``, later stages'
+    steps shifted after the earlier ones' (wall seconds dropped: CPU time per stage is in results.json)."""
+    rows, offset = [], 0
+    for number, run_dir in enumerate(run_dirs, start=1):
+        stage_rows = read_metrics(run_dir)
+        rows += [{key: value for key, value in row.items() if key != "seconds"} | {"step": row["step"] + offset,
+                                                                                   "stage": number}
+                 for row in stage_rows]
+        offset += max(row["step"] for row in stage_rows)
+    return rows
 
 
 def results(model: torch.nn.Module, record: dict, data: tuple[torch.Tensor, torch.Tensor]) -> dict:
@@ -81,9 +132,20 @@ def results(model: torch.nn.Module, record: dict, data: tuple[torch.Tensor, torc
             "one_at_a_time": comparison}
 
 
+def _stage_line(number: int, stage: dict) -> str:
+    start = "random weights" if number == 1 else f"the weights of stage {number - 1}"
+    h, c = stage["heldout"], stage["one_at_a_time"]
+    return (f"- Stage {number}, from {start}: {stage['steps']:,} steps ({stage['tokens_seen']:,} tokens), peak learning "
+            f"rate {stage['lr']:g} after {stage['warmup_ratio']:.0%} warm-up, seed {stage['seed']}, "
+            f"{stage['cpu_seconds'] / 60:.1f} CPU-minutes. After it: held-out loss {h['loss']:.3f}, top-1 {h['top1']:.1%} "
+            f"(frozen masks); one character at a time, top-1 {c['bert']['top1']:.1%} against the bigram baseline's "
+            f"{c['bigram']['top1']:.1%} (exact McNemar p = {c['mcnemar']['p']:.2g}).\n")
+
+
 def model_card(summary: dict) -> str:
     """README.md of the shipped folder, from ``results.json``."""
     s, h, u, c = summary["settings"], summary["heldout"], summary["unigram_baseline"], summary["one_at_a_time"]
+    stages = "".join(_stage_line(number, stage) for number, stage in enumerate(summary["stages"], start=1))
     return f"""# chinese-char-bert: a character-level BERT pretrained on classical Chinese poems
 
 The course's `mlm_course.bert.BertMLM`, tiny size (2 layers, hidden 128, 2 heads, {summary['parameters']['total']:,}
@@ -95,12 +157,16 @@ character seen at least twice in the training text). Load it with `mlm_course.mo
 ```
 {summary['command']}
 ```
-{summary['steps']:,} steps × batch {s['batch_size']} × {s['seq_len']} characters = {summary['tokens_seen']:,} tokens, peak
-learning rate {s['lr']:g} after {s['warmup_ratio']:.0%} warm-up, then linear decay; AdamW (betas {tuple(s['betas'])},
-weight decay {s['weight_decay']}), clipping at {s['max_grad_norm']}, no dropout, fp32, one CPU thread; dynamic masks
-(15 %, 80 / 10 / 10), {s['short_seq_prob']:.0%} of the sequences cut short, logits only at masked positions;
-{summary['cpu_seconds'] / 60:.1f} CPU-minutes ({summary['machine']['platform']}, torch {summary['machine']['torch']}).
+runs the {len(summary['stages'])} stages of `STAGES` in `scripts/chinese_char_bert.py`, each with a fresh AdamW and a
+linear warm-up then linear decay to 0:
+{stages}- In all: {summary['steps']:,} steps × batch {s['batch_size']} × {s['seq_len']} characters = {summary['tokens_seen']:,} tokens,
+  {summary['cpu_seconds'] / 60:.1f} CPU-minutes ({summary['machine']['platform']}, torch {summary['machine']['torch']}).
+- Every stage: AdamW (betas {tuple(s['betas'])}, weight decay {s['weight_decay']}), clipping at {s['max_grad_norm']}, no
+  dropout, fp32, one CPU thread; dynamic masks (15 %, 80 / 10 / 10), {s['short_seq_prob']:.0%} of the sequences cut
+  short, logits only at masked positions.
+
 Training text: the train split of `mlm_course/data/chinese/` ({summary['training_blocks']:,} blocks of {s['seq_len']} tokens).
+The learning curve of both stages is in `metrics.jsonl` (column `stage`; steps counted from the start of stage 1).
 
 ## Held-out results
 Frozen masks over the {summary['heldout_blocks']} blocks of the held-out poems ({h['tokens']} masked characters):
@@ -117,12 +183,12 @@ from). The weights and the vocabulary are released under the course's Apache-2.0
 
 
 def ship(model: torch.nn.Module, record: dict, folder: Path, data: tuple[torch.Tensor, torch.Tensor],
-         run_dir: Path | None = RUN_DIR) -> dict:
-    """Write the model, the learning curve of ``run_dir`` (None: keep the shipped one), results.json and README.md
+         curve: list[dict] | None) -> dict:
+    """Write the model, the learning curve ``curve`` (None: keep the shipped metrics.jsonl), results.json and README.md
     (scored on ``data``, :func:`blocks`) into ``folder`` (the tokenizer is there)."""
     model.save_pretrained(folder)
-    if run_dir is not None:
-        shutil.copy(run_dir / "metrics.jsonl", folder / "metrics.jsonl")
+    if curve is not None:
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in curve), encoding="utf-8")
     summary = results(model, record, data)
     (folder / "results.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     (folder / "README.md").write_text(model_card(summary), encoding="utf-8")
@@ -130,9 +196,11 @@ def ship(model: torch.nn.Module, record: dict, folder: Path, data: tuple[torch.T
 
 
 def train_and_ship(folder: Path) -> dict:
+    """Train every stage of :data:`STAGES` into runs/ and ship the final model with the joined curve."""
     data = blocks(chinese.char_tokenizer())
-    model, record = train(SETTINGS["steps"], RUN_DIR, data)
-    return ship(model, record, folder, data)
+    run_dirs = [stage_dir(number) for number in range(1, len(STAGES) + 1)]
+    model, record = train(STAGES, run_dirs, data)
+    return ship(model, record, folder, data, joined_curve(run_dirs))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,12 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.results_only:
         record = json.loads((folder / "results.json").read_text())
         model, _ = models.load_mlm(str(folder))
-        keep = {key: record[key] for key in ("command", "steps", "seconds", "cpu_seconds", "tokens_seen",
+        keep = {key: record[key] for key in ("command", "stages", "steps", "cpu_seconds", "tokens_seen",
                                              "training_blocks", "heldout_blocks", "vocab_size", "settings", "machine")}
-        ship(model, keep, folder, blocks(chinese.char_tokenizer()), run_dir=None)
+        ship(model, keep, folder, blocks(chinese.char_tokenizer()), curve=None)
     elif args.steps is not None:
-        _, record = train(args.steps, ROOT / "runs" / "chinese-char-bert-timing", blocks(chinese.char_tokenizer()))
-        print(json.dumps({key: record[key] for key in ("steps", "seconds", "cpu_seconds")}))
+        _, record = train(({"steps": args.steps},), [RUNS / "chinese-char-bert-timing"], blocks(chinese.char_tokenizer()))
+        print(json.dumps({key: record[key] for key in ("steps", "cpu_seconds")}))
     else:
         print(json.dumps(train_and_ship(folder)["heldout"]))
     return 0
