@@ -11,7 +11,7 @@ QUICK   := MLM_COURSE_QUICK=1
 THREADS := OMP_NUM_THREADS=1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: setup course execute test lint bench gpu-check clean
+.PHONY: setup course execute execute-zh test lint bench gpu-check clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,11 @@ execute: setup
 	  $(OFFLINE) $(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	    --NotebookExporter.preprocessors='["nbconvert.preprocessors.CoalesceStreamsPreprocessor"]' \
 	    --ExecutePreprocessor.timeout=3600 "$$nb" || exit 1; done
+
+## Headless, after `make execute`: run the Chinese edition (notebooks/zh/) in full mode; only its figures, drawn in
+## Chinese, are kept (every other output stays the English one). See scripts/execute_chinese.py.
+execute-zh: setup
+	$(BIN)/python scripts/execute_chinese.py
 
 ## Every test: lint, unit tests, and nbval over every notebook (quick mode, offline).
 test: setup lint

@@ -2,7 +2,10 @@
 
 Every ``notebooks/zh/NN_*.ipynb`` has the cells of ``notebooks/NN_*.ipynb`` in the same order: its code cells are
 the English ones — source, outputs and execution counts copied from the English edition on every run — and its
-markdown cells are the translation, left as they are. Where the English notebook gained, lost or reordered cells,
+markdown cells are the translation, left as they are. Figures are the exception: ``scripts/execute_chinese.py``
+runs the Chinese edition, whose figures are drawn in Chinese, and each Chinese figure records the English figure
+it stands for (``translated_from`` in the output's metadata); it is kept while that English figure is unchanged,
+and otherwise replaced by the English figure and named, until the Chinese edition is run again. Where the English notebook gained, lost or reordered cells,
 the script names the first place the two differ and changes nothing: translate there, then run it again.
 ``--start NN_name`` begins a translation: a copy of the English notebook whose markdown cells are then translated.
 
@@ -10,13 +13,14 @@ Each translated markdown cell records which English text it translates (``metada
 the English cell). Where the English cell has changed since, the script names the cell: translate it again, then
 record it with ``--translated NN_name CELL_ID ...`` (no ids: every markdown cell of that notebook).
 
-``tests/test_translations.py`` fails when the editions drift (cell count, cell order, code text) and when a
-translation is older than its English cell.
+``tests/test_translations.py`` fails when the editions drift (cell count, cell order, code text and outputs) and
+when a translation or a Chinese figure is older than its English cell or figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import sys
@@ -26,7 +30,9 @@ from sync_first_cell import dumps  # a sibling script: scripts/ is on the path w
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE_FIELDS = ("source", "outputs", "execution_count", "metadata")
-MARK = "translated_from"  # in a Chinese markdown cell's metadata: english_hash of the English cell it translates
+MARK = "translated_from"  # in a Chinese markdown cell's metadata: english_hash of the English cell it translates;
+# in the metadata of a Chinese figure (an output): figure_hash of the English figure it was drawn for
+FIGURE = "image/png"
 
 
 def pairs(root: Path = ROOT) -> list[tuple[Path, Path]]:
@@ -72,10 +78,71 @@ def recorded(english: dict, chinese: dict, ids: list[str]) -> dict:
     return {**chinese, "cells": cells}
 
 
+def figure_hash(output: dict) -> str:
+    """The first 16 hex digits of the SHA-256 of an output's PNG (as stored: base64)."""
+    return hashlib.sha256(output["data"][FIGURE].encode("ascii")).hexdigest()[:16]
+
+
+def figures(cell: dict) -> list[dict]:
+    """The outputs of a code cell that show a figure (a PNG), in order."""
+    return [output for output in cell.get("outputs", []) if FIGURE in output.get("data", {})]
+
+
+def _with_figures(english_cell: dict, drawn: dict[str, str]) -> dict:
+    """The English code cell, each figure replaced by ``drawn[its hash]`` (a Chinese PNG) where there is one,
+    the output recording which English figure it was drawn for."""
+    cell = copy.deepcopy(english_cell)
+    for output in figures(cell):
+        key = figure_hash(output)
+        if key in drawn:
+            output["data"][FIGURE] = drawn[key]
+            output["metadata"] = {**output.get("metadata", {}), MARK: key}
+    return cell
+
+
 def synced(english: dict, chinese: dict) -> dict:
-    """``chinese`` with every code cell replaced by the English one; markdown and notebook metadata kept."""
-    cells = [dict(a) if a["cell_type"] == "code" else b for a, b in zip(english["cells"], chinese["cells"], strict=True)]
+    """``chinese`` with every code cell replaced by the English one, except for the figures the Chinese edition
+    drew in Chinese for exactly these English figures; markdown and notebook metadata kept."""
+    cells = []
+    for a, b in zip(english["cells"], chinese["cells"], strict=True):
+        if a["cell_type"] != "code":
+            cells.append(b)
+            continue
+        drawn = {output["metadata"][MARK]: output["data"][FIGURE] for output in figures(b)
+                 if MARK in output.get("metadata", {})}
+        cells.append(_with_figures(a, drawn))
     return {**chinese, "cells": cells}
+
+
+def with_chinese_figures(english: dict, chinese: dict, executed: dict) -> dict:
+    """``chinese`` (synced) with the figures of ``executed``, a run of it in Chinese: the n-th figure of a cell
+    stands for the English cell's n-th figure. Raises ValueError where the two runs drew different numbers."""
+    cells = []
+    for a, b, run in zip(english["cells"], chinese["cells"], executed["cells"], strict=True):
+        if a["cell_type"] != "code":
+            cells.append(b)
+            continue
+        theirs, ours = figures(a), figures(run)
+        if len(theirs) != len(ours):
+            raise ValueError(f"cell {a.get('id')}: the English run drew {len(theirs)} figures, the Chinese run "
+                             f"{len(ours)}: execute both editions from the same code")
+        cells.append(_with_figures(a, {figure_hash(en): zh["data"][FIGURE] for en, zh in zip(theirs, ours, strict=True)}))
+    return {**chinese, "cells": cells}
+
+
+def stale_figures(english: dict, chinese: dict) -> list[str]:
+    """Ids of the code cells with an English figure that the Chinese edition has not drawn in Chinese."""
+    return [a["id"] for a, b in zip(english["cells"], chinese["cells"], strict=True) if a["cell_type"] == "code"
+            and {figure_hash(o) for o in figures(a)} - {o.get("metadata", {}).get(MARK) for o in figures(b)}]
+
+
+def without_figures(cell: dict) -> dict:
+    """A code cell's fields that both editions share: its figures blanked (the Chinese ones are drawn apart)."""
+    cell = copy.deepcopy(cell)
+    for output in figures(cell):
+        output["data"][FIGURE] = ""
+        output.get("metadata", {}).pop(MARK, None)
+    return {key: cell.get(key) for key in CODE_FIELDS}
 
 
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
@@ -104,10 +171,17 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             print(f"{zh_path.relative_to(root)}: {problem}; translate there, then run this again", file=sys.stderr)
             status = 1
             continue
-        text = dumps(synced(english, chinese))
+        updated = synced(english, chinese)
+        text = dumps(updated)
         if text != zh_path.read_text(encoding="utf-8"):
             zh_path.write_text(text, encoding="utf-8")
             print(f"updated {zh_path.relative_to(root)}")
+        figures_old = stale_figures(english, updated)
+        if figures_old:
+            print(f"{zh_path.relative_to(root)}: the figures of code cells {' '.join(figures_old)} are the English ones "
+                  f"(not drawn in Chinese since they changed): run  python scripts/execute_chinese.py {zh_path.stem}",
+                  file=sys.stderr)
+            status = 1
         old = stale(english, chinese)
         if old:
             print(f"{zh_path.relative_to(root)}: the English of markdown cells {' '.join(old)} changed since they were "

@@ -82,3 +82,59 @@ def small_bert(course_tok):
         return BertMLM(models.build_config("tiny", course_tok, max_length=max_length, **TINY))
 
     return build
+
+
+
+def _recording(function, calls: list):
+    """``function``, also noting each call that returns a figure: (function, args, kwargs, figure)."""
+    from matplotlib.figure import Figure
+
+    def record(*args, **kwargs):
+        fig = function(*args, **kwargs)
+        if isinstance(fig, Figure):
+            calls.append((function, args, kwargs, fig))
+        return fig
+
+    return record
+
+
+def _check_the_chinese_figure(monkeypatch, function, args, kwargs, english) -> None:
+    """Draw ``function(*args, **kwargs)`` in Chinese and render it as the notebook would."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    from mlm_course.plots import figure_rule_violations, language
+
+    monkeypatch.setenv(language.LANGUAGE_ENV_VAR, "zh")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = function(*args, **kwargs)
+        problems = figure_rule_violations(fig)  # renders the notebook's PNG, so glyphs are looked up
+    monkeypatch.delenv(language.LANGUAGE_ENV_VAR)
+    messages = [str(w.message) for w in caught
+                if issubclass(w.category, language.UntranslatedFigureText) or "missing from font" in str(w.message)]
+    assert messages == [], f"{function.__name__} in Chinese: {messages}"
+    if problems:
+        assert problems == figure_rule_violations(english), f"{function.__name__} in Chinese: {problems}"
+    plt.close(fig)
+
+
+@pytest.fixture(autouse=True)
+def _every_figure_also_in_chinese(request, monkeypatch):
+    """In the figure tests (test_plots_*.py), every figure a test draws through ``mlm_course.plots`` is drawn
+    again in Chinese (MLM_COURSE_LANG=zh), as the 中文版 shows it: no label left in English, no character
+    missing from the font, and no figure rule broken that the English figure keeps."""
+    if not request.module.__name__.startswith("test_plots_") or request.module.__name__ == "test_plots_language":
+        yield
+        return
+    from mlm_course import plots
+
+    calls = []
+    for name in plots.__all__:
+        function = getattr(plots, name)
+        if hasattr(function, "__wrapped__"):  # the figure functions, wrapped by language.localised
+            monkeypatch.setattr(plots, name, _recording(function, calls))
+    yield
+    for function, args, kwargs, english in calls:
+        _check_the_chinese_figure(monkeypatch, function, args, kwargs, english)

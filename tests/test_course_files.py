@@ -2,6 +2,7 @@
 an edited copy refused with one sentence before anything is written. Here from the clone (editable install);
 tests/test_fresh_install.py copies them out of an installed wheel."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,20 @@ def test_copy_results_adds_only_missing_results_files(tmp_path):
     assert sorted(p.name for p in written) == [name for name in shipped if name != "ablations_cpu.json"]
     assert (tmp_path / "results" / "ablations_cpu.json").read_text() == "mine"
     assert course_files.copy_results(tmp_path) == []
+
+
+def test_a_results_file_is_read_beside_the_notebook_or_above_the_chinese_editions_folder(tmp_path, monkeypatch):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "a.json").write_text("{}")
+    (tmp_path / "zh").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert course_files.results_file("a.json") == Path("results") / "a.json"
+    monkeypatch.chdir(tmp_path / "zh")
+    assert course_files.results_file("a.json") == Path("..") / "results" / "a.json"
+    assert json.loads(course_files.results_file("a.json").read_text()) == {}
+    with pytest.raises(FileNotFoundError, match=r"results/b\.json or \.\./results/b\.json does not exist.*first cell"):
+        course_files.results_file("b.json")
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")  # only the zh/ folder looks one folder up
+    with pytest.raises(FileNotFoundError, match=r"^results/a\.json does not exist"):
+        course_files.results_file("a.json")

@@ -12,7 +12,8 @@ from mlm_course.statistics import wilson_interval
 
 def test_hit_rate_bars_draws_each_rate_with_its_interval_and_the_reference():
     groups = {"character masking": {"top-1": (40, 100), "top-5": (70, 100)}, "word masking": {"top-1": (3, 100)}}
-    fig = plots.hit_rate_bars(groups, title="Guessed characters", ylabel="guessed (%)", reference={"unigram": 0.02})
+    fig = plots.hit_rate_bars(groups, title="Every held-out character masked alone", ylabel="characters guessed (%)",
+                              reference={"unigram": 0.02})
     assert isinstance(fig, Figure) and plots.figure_rule_violations(fig) == []
     ax = fig.axes[0]
     heights = sorted(round(bar.get_height(), 6) for bar in ax.patches)

@@ -12,13 +12,13 @@ def test_mask_grid_colours_cells_by_code_and_writes_tokens():
     shown = [["[CLS]", "the", "fox", "[SEP]"], ["[CLS]", "[MASK]", "cat", "[SEP]"]]
     original = [["[CLS]", "the", "fox", "[SEP]"], ["[CLS]", "the", "fox", "[SEP]"]]
     codes = [[-1, 0, 4, -1], [-1, 1, 2, -1]]
-    fig = plots.mask_grid(shown, codes, original=original, row_labels=["select", "replace"], title="t")
+    fig = plots.mask_grid(shown, codes, original=original, row_labels=["2. select", "3. replace"], title="t")
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert np.array_equal(ax.collections[0].get_array(), np.array(codes))
     texts = [t.get_text() for t in ax.texts]
     assert texts == ["[CLS]", "the", "fox", "[SEP]", "[CLS]", "[MASK]\n(the)", "cat\n(fox)", "[SEP]"]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["select", "replace"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["2. select", "3. replace"]
     assert ax.get_title() == "t" and ax.get_xlabel() == "position"
     # the legend names only the codes that appear (no 'unchanged' cell here), in the table's order
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -34,7 +34,7 @@ def test_mask_grid_wraps_long_sequences_into_panels_within_the_column():
     n = 30
     shown = [[f"w{i}" for i in range(n)]] * 2
     codes = [[-1] + [0] * (n - 2) + [-1], [-1] + [1, 0] * ((n - 2) // 2) + [-1]]
-    fig = plots.mask_grid(shown, codes, row_labels=["a long row label (MASK/SAME/RND)", "b"])
+    fig = plots.mask_grid(shown, codes, row_labels=["course checkpoint (MLM on Austen + Wikipedia)", "token-level"])
     assert plots.figure_rule_violations(fig) == []
     assert len(fig.axes) >= 3
     widths = [ax.collections[0].get_array().shape[1] for ax in fig.axes]

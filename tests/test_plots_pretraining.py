@@ -26,7 +26,7 @@ def _metrics(stages=(1,)):
 
 
 def test_pretraining_curves_plot_train_and_heldout_loss_accuracy_and_the_baseline():
-    fig = plots.pretraining_curves(_metrics(), baseline={"loss": 6.7, "top1": 0.05, "top5": 0.17}, title="run")
+    fig = plots.pretraining_curves(_metrics(), baseline={"loss": 6.7, "top1": 0.05, "top5": 0.17}, title="this notebook's live run")
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     loss, acc = fig.axes
     train, heldout = loss.lines[:2]
@@ -41,7 +41,7 @@ def test_pretraining_curves_plot_train_and_heldout_loss_accuracy_and_the_baselin
     assert list(loss.lines[3].get_ydata()) == [6.7, 6.7]  # the unigram line
     for ax in (loss, acc):  # the legend sits under its panel, covering no data
         assert ax.get_legend().get_bbox_to_anchor().y1 < ax.get_window_extent().y0
-    assert loss.get_title() == "run" and not loss.texts  # one stage: no stage marks
+    assert loss.get_title() == "this notebook's live run" and not loss.texts  # one stage: no stage marks
     assert loss.get_xlabel() == "optimiser step" and "nats" in loss.get_ylabel()
     assert plots.figure_rule_violations(fig) == []
 

@@ -1,7 +1,8 @@
 """The Chinese edition (notebooks/zh/) in step with the English one: every notebook translated, the same cells in
-the same order (kinds and ids), identical code cells (scripts/sync_translations.py copies them, outputs and all),
-translated markdown that records the English text it translates (none older than its English cell), and one Chinese
-term per concept (notebooks/zh/GLOSSARY.md: never a term of its "不用" column, except quoted, as a mention)."""
+the same order (kinds and ids), identical code cells (scripts/sync_translations.py copies them, outputs and all, but
+for the figures, which scripts/execute_chinese.py draws in Chinese for the English figures as they stand), translated
+markdown that records the English text it translates (none older than its English cell), and one Chinese term per
+concept (notebooks/zh/GLOSSARY.md: never a term of its "不用" column, except quoted, as a mention)."""
 
 import json
 import re
@@ -48,8 +49,17 @@ def test_the_editions_have_the_same_cells_and_identical_code(english, chinese):
     assert sync_translations.drift(en, zh) is None
     for a, b in zip(en["cells"], zh["cells"], strict=True):
         if a["cell_type"] == "code":
-            assert {k: a.get(k) for k in sync_translations.CODE_FIELDS} == \
-                   {k: b.get(k) for k in sync_translations.CODE_FIELDS}, "run scripts/sync_translations.py"
+            assert sync_translations.without_figures(a) == sync_translations.without_figures(b), \
+                "run scripts/sync_translations.py"
+
+
+@pytest.mark.parametrize("english, chinese", PAIRS, ids=[zh.stem for _, zh in PAIRS])
+def test_every_figure_of_the_translation_is_drawn_in_chinese_for_the_english_figure_as_it_stands(english, chinese):
+    en, zh = _load(english), _load(chinese)
+    assert sync_translations.stale_figures(en, zh) == [], "run scripts/execute_chinese.py"
+    for a, b in zip(en["cells"], zh["cells"], strict=True):  # a Chinese figure, not the English one recorded
+        for theirs, ours in zip(sync_translations.figures(a), sync_translations.figures(b), strict=True):
+            assert theirs["data"]["image/png"] != ours["data"]["image/png"]
 
 
 @pytest.mark.parametrize("english, chinese", PAIRS, ids=[zh.stem for _, zh in PAIRS])
@@ -120,3 +130,44 @@ def test_a_changed_english_cell_is_named_until_its_translation_is_recorded_again
     assert sync_translations.main(["--translated", "01_x", "n"], root=tmp_path) == 0
     recorded = _load(folder / "zh" / "01_x.ipynb")
     assert sync_translations.stale(english, recorded) == [] and recorded["cells"][1]["source"] == ["世界"]
+
+
+def _figure_cell(png: str) -> dict:
+    return {"cell_type": "code", "id": "f", "metadata": {}, "execution_count": 1, "source": ["plots.mask_grid(...)"],
+            "outputs": [{"output_type": "display_data", "metadata": {},
+                         "data": {"image/png": png, "text/plain": ["<Figure size 640x480 with 1 Axes>"]}}]}
+
+
+def test_a_chinese_figure_is_kept_while_its_english_figure_stands_and_replaced_when_it_changes(tmp_path, capsys):
+    english = {"cells": [_figure_cell("RU4=")], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    executed = {**english, "cells": [_figure_cell("Wkg=")]}  # the Chinese run's figure
+    chinese = sync_translations.with_chinese_figures(english, english, executed)
+    output = chinese["cells"][0]["outputs"][0]
+    assert output["data"]["image/png"] == "Wkg=" and output["metadata"]["translated_from"] == \
+        sync_translations.figure_hash(english["cells"][0]["outputs"][0])
+    assert sync_translations.stale_figures(english, chinese) == []
+    assert sync_translations.synced(english, chinese) == chinese  # a sync keeps it
+    assert sync_translations.without_figures(english["cells"][0]) == sync_translations.without_figures(
+        chinese["cells"][0])
+    folder = tmp_path / "notebooks"
+    (folder / "zh").mkdir(parents=True)
+    changed = {**english, "cells": [_figure_cell("TkVX")]}  # the English figure was drawn again, differently
+    (folder / "01_x.ipynb").write_text(json.dumps(changed))
+    (folder / "zh" / "01_x.ipynb").write_text(json.dumps(chinese))
+    assert sync_translations.main([], root=tmp_path) == 1
+    assert "execute_chinese.py 01_x" in capsys.readouterr().err
+    assert _load(folder / "zh" / "01_x.ipynb")["cells"][0] == changed["cells"][0]  # the English figure, named
+    with pytest.raises(ValueError, match="English run drew 1 figures, the Chinese run 0"):
+        sync_translations.with_chinese_figures(english, english, {**english, "cells": [
+            {**_figure_cell(""), "outputs": []}]})
+
+
+def test_the_chinese_run_is_refused_while_a_figure_names_something_in_english_and_reports_what_it_printed():
+    import execute_chinese
+
+    warning = "/tmp/x.py:1: UntranslatedFigureText: mask_grid: no Chinese for ['seed 1'] in zh_labels.py\n"
+    run = {"cells": [_figure_cell("Wkg="), {**_figure_cell("Wkg="), "id": "g", "outputs": [
+        {"output_type": "stream", "name": "stderr", "text": ["plain\n", warning]}]}]}
+    assert execute_chinese.problems(run) == ["cell g: " + warning.strip()]
+    english = {"cells": [_figure_cell("RU4="), {**_figure_cell("RU4="), "id": "g"}]}
+    assert execute_chinese.same_prints(english, run) == (1, 2)  # figures aside, cell f printed the same

@@ -38,6 +38,20 @@ def notebooks_folder() -> Path:
                             "(`pip install --force-reinstall mlm_course`)")
 
 
+def results_file(name: str) -> Path:
+    """A stored results file a notebook reads: ``results/NAME`` in the notebook's folder (the kernel's working
+    directory), or, for the Chinese edition in ``zh/``, in the folder above it, beside the English notebooks."""
+    candidates = [Path("results") / name]
+    if Path.cwd().name == "zh":
+        candidates.append(Path("..") / "results" / name)
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{' or '.join(map(str, candidates))} does not exist (working directory {Path.cwd()}): "
+                            "open the notebook from the course's notebooks folder (the Chinese edition from its zh/ "
+                            "folder), or run its first cell, which copies the stored results here")
+
+
 def benchmark_result(name: str) -> dict | None:
     """The stored result ``benchmarks/results/NAME`` (a JSON file a benchmark or the GPU check wrote) of this
     installation, read; None where it was never measured (the GPU check without a GPU, say)."""

@@ -1,8 +1,9 @@
 """The figures the notebooks show. Each function returns a matplotlib Figure (testable without a display).
 
 One module per notebook (``why_log``, ``tokens``, ``masking``, ``inside_bert``, ``objective``, ``pretraining``,
-``fine_tuning``, ``ablations``, ``chinese``) and ``style``: the Okabe–Ito palette, the colour helpers and
-:func:`figure_rule_violations`. Every public name is imported here, so ``plots.mask_grid(...)`` works.
+``fine_tuning``, ``ablations``, ``chinese``), ``style``: the Okabe–Ito palette, the colour helpers and
+:func:`figure_rule_violations`, and ``language``: every figure in English or, for the 中文版, in Chinese. Every
+public name is imported here, so ``plots.mask_grid(...)`` works.
 """
 
 from mlm_course.plots.ablations import (
@@ -28,6 +29,13 @@ from mlm_course.plots.inside_bert import (
     BERT_PART_LABELS,
     attention_heads,
     parameters_by_part,
+)
+from mlm_course.plots.language import (
+    LANGUAGE_ENV_VAR,
+    UntranslatedFigureText,
+    figure_language,
+    localise,
+    use_cjk_font,
 )
 from mlm_course.plots.masking import (
     MASK_GRID_COLORS,
@@ -68,8 +76,9 @@ from mlm_course.plots.why_log import (
 )
 
 __all__ = [
-    # style
+    # style, language
     "OKABE_ITO", "DTYPE_COLORS", "SERIES_COLORS", "figure_rule_violations", "text_colour_on",
+    "LANGUAGE_ENV_VAR", "figure_language", "localise", "use_cjk_font", "UntranslatedFigureText",
     # 01_why_log
     "token_log_prob_bars", "underflow_curves", "gd_vs_counts", "loss_gradients", "linear_vs_log_distance",
     # 02_tokens

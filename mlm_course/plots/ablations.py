@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised
 from mlm_course.plots.style import OKABE_ITO, SERIES_COLORS
 
 ABLATION_METRICS = (
@@ -16,6 +17,7 @@ _REFERENCE_STYLE = {"unigram": {"color": OKABE_ITO["reddish purple"], "ls": "-."
                     "chance": {"color": OKABE_ITO["vermillion"], "ls": "--", "lw": 1.2}}
 
 
+@localised
 def ablation_panels(summary: list[dict], family: str, *, unigram_loss: float | None = None,
                     chance_accuracy: float | None = 0.5, confidence: float = 0.95, title: str = "") -> Figure:
     """One panel per metric for the variants of ``family`` (summary lines of :func:`mlm_course.ablations.summarise`):
@@ -76,6 +78,7 @@ ACTION_GROUPS = (("[MASK]", "shown [MASK]"), ("random token", "shown a random to
                  ("unchanged", "shown the true token"), ("all", "all masked positions"))
 
 
+@localised
 def ablation_loss_by_action(results: dict, *, unigram_loss: float | None = None, title: str = "") -> Figure:
     """Held-out loss split by what the frozen evaluation showed at the position, one colour per variant.
     ``results``: ``{variant label: {action: {"loss", "loss_ci95", "tokens"}}}`` — one run's split

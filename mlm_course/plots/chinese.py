@@ -6,10 +6,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised
 from mlm_course.plots.style import SERIES_COLORS
 from mlm_course.statistics import wilson_interval
 
 
+@localised
 def hit_rate_bars(groups: dict[str, dict[str, tuple[int, int]]], *, title: str, ylabel: str,
                   reference: dict[str, float] | None = None, confidence: float = 0.95) -> Figure:
     """Grouped bars of accuracies, from zero: ``groups`` maps a group (e.g. "character masking") to

@@ -5,9 +5,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised
 from mlm_course.plots.style import OKABE_ITO
 
 
+@localised
 def confusion_matrix_plot(confusion, names=("negative", "positive"), *, title: str = "") -> Figure:
     """The confusion matrix (rows: true class, columns: predicted class) with counts and row shares written in."""
     import numpy as np
@@ -29,6 +31,7 @@ def confusion_matrix_plot(confusion, names=("negative", "positive"), *, title: s
     return fig
 
 
+@localised
 def finetune_curves(metrics, *, title: str = "") -> Figure:
     """Left: training loss over optimiser steps (and dev loss); right: dev accuracy, the best one marked."""
     train = [m for m in metrics if m["split"] == "train"]
@@ -54,6 +57,7 @@ def finetune_curves(metrics, *, title: str = "") -> Figure:
     return fig
 
 
+@localised
 def comparison_dots(rows, *, chance: float = 0.5, confidence: float = 0.95, title: str = "") -> Figure:
     """Test accuracy per model as a dot with its Wilson ``confidence`` interval over the test sentences, on an axis
     that starts at ``chance`` (drawn and named). Rows: dicts with "label", "accuracy" and "examples" (the number of
@@ -108,6 +112,7 @@ ZERO_SHOT_NAMES = {"course": "course checkpoint (PLL)", "random": "random init (
 DOMAIN_NAMES = {"heldout": "held-out corpus", "reviews": "movie reviews"}
 
 
+@localised
 def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, title: str = "",
                             chance: float = 0.5) -> Figure:
     """Test accuracy against the number of training labels (log x), one line per model with its 95 % t-interval
@@ -151,6 +156,7 @@ def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, tit
     return fig
 
 
+@localised
 def label_efficiency_differences(comparisons: list[dict], *, title: str = "") -> Figure:
     """Model − baseline test accuracy against the number of training labels, one line per comparison
     (``comparisons`` from :func:`mlm_course.label_efficiency.compared`, one task): each budget's mean difference over
@@ -184,6 +190,7 @@ def label_efficiency_differences(comparisons: list[dict], *, title: str = "") ->
     return fig
 
 
+@localised
 def zero_shot_word_order(table: dict[str, dict[str, dict]], comparisons: list[dict], *, title: str = "") -> Figure:
     """Zero-shot word order per domain: left, each scorer's accuracy with its 95 % Wilson interval from the chance
     line; right, the reference (the course checkpoint) minus each scorer on the same pairs, with the paired

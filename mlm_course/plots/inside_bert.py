@@ -5,9 +5,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised, mark_as_data
 from mlm_course.plots.style import OKABE_ITO, text_colour_on
 
 
+@localised
 def attention_heads(attentions, tokens, *, layers=None, heads=None, title: str = "") -> Figure:
     """Attention weights of one sentence as heatmaps, one row per layer and one column per head.
 
@@ -31,6 +33,7 @@ def attention_heads(attentions, tokens, *, layers=None, heads=None, title: str =
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=10)
             ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=9)
             ax.set_yticks(range(len(tokens)), tokens if c == 0 else [""] * len(tokens), fontsize=9)
+            mark_as_data(ax.xaxis, ax.yaxis)
             if r == len(layers) - 1:
                 ax.set_xlabel("key (attended to)")
             if c == 0:
@@ -47,6 +50,7 @@ BERT_PART_LABELS = {"embeddings": "embeddings (word table = tied decoder)", "enc
                     "mlm_head": "MLM head (dense, LayerNorm, bias)"}
 
 
+@localised
 def parameters_by_part(counts: dict, *, title: str = "") -> Figure:
     """One horizontal bar per model: the share of its masked-LM parameters in embeddings, encoder and MLM head.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised, mark_as_data
 from mlm_course.plots.style import OKABE_ITO, SERIES_COLORS, text_colour_on, text_width_in
 
 MASK_GRID_COLORS = {
@@ -26,6 +27,15 @@ def _grid_texts(shown, original) -> tuple[list[list[str]], list[float]]:
     width = max(len(row) for row in texts)
     return texts, [max([_GRID_MIN_CELL_IN] + [text_width_in(row[c]) + 0.2 for row in texts if c < len(row)])
                    for c in range(width)]
+
+
+def _write_cells(ax, texts, grid, xs, start: int, stop: int) -> None:
+    """The labels of columns ``start``…``stop`` - 1 in their cells (left edges ``xs``), black or white, whichever
+    contrasts more with the cell; they are tokens, so :func:`mark_as_data` keeps them out of translation."""
+    for r, row in enumerate(texts):
+        for c in range(start, min(stop, len(row))):
+            mark_as_data(ax.text((xs[c - start] + xs[c - start + 1]) / 2, r, row[c], ha="center", va="center",
+                                 fontsize=9, color=text_colour_on(MASK_GRID_COLORS[grid[r, c]][0])))
 
 
 def _grid_panels(widths, breakable, room: float, max_columns: int) -> list[tuple[int, int]]:
@@ -53,6 +63,7 @@ def _grid_panels(widths, breakable, room: float, max_columns: int) -> list[tuple
     return panels[::-1]
 
 
+@localised
 def mask_grid(shown, codes, *, original=None, row_labels=None, title: str = "", max_columns: int | None = None) -> Figure:
     """Rows of tokens (steps or samples) as coloured cells: grey special, white untouched, blue [MASK],
     vermillion random, green unchanged, purple selected-but-not-yet-replaced (codes -1, 0, 1, 2, 3, 4: see
@@ -97,10 +108,7 @@ def mask_grid(shown, codes, *, original=None, row_labels=None, title: str = "", 
         xs = np.concatenate([[0.0], np.cumsum(widths[start:stop])])
         _ = ax.pcolormesh(xs, np.arange(rows + 1) - 0.5, grid[:, start:stop], cmap=cmap, vmin=-1.5, vmax=4.5,
                           edgecolors="black", linewidth=0.6)
-        for r in range(rows):
-            for c in range(start, min(stop, len(shown[r]))):
-                _ = ax.text((xs[c - start] + xs[c - start + 1]) / 2, r, texts[r][c], ha="center", va="center",
-                            fontsize=9, color=text_colour_on(MASK_GRID_COLORS[grid[r, c]][0]))
+        _write_cells(ax, texts, grid, xs, start, stop)
         ax.set(xlim=(0, span), ylim=(rows - 0.5, -0.5))
         ax.set_xticks((xs[:-1] + xs[1:]) / 2, [str(i) for i in range(start, stop)], fontsize=9)
         ax.set_yticks(range(rows), labels, fontsize=9)
@@ -115,6 +123,7 @@ def mask_grid(shown, codes, *, original=None, row_labels=None, title: str = "", 
     return fig
 
 
+@localised
 def masks_per_sequence_hist(counts: dict, *, title: str = "") -> Figure:
     """Side-by-side bars: how many positions each scheme selects per sequence (``{scheme: counts per row}``).
 
@@ -146,6 +155,7 @@ def masks_per_sequence_hist(counts: dict, *, title: str = "") -> Figure:
     return fig
 
 
+@localised
 def rates_vs_targets(rates: dict, targets: dict, *, confidence: float = 0.999) -> Figure:
     """Measured minus target, in percentage points, with the measurement's interval as an error bar.
 
@@ -174,6 +184,7 @@ def rates_vs_targets(rates: dict, targets: dict, *, confidence: float = 0.999) -
     return fig
 
 
+@localised
 def distinct_masks_plot(epochs, curves: dict) -> Figure:
     """Distinct masked versions of a sequence seen after each epoch, one line per strategy."""
     if not curves or any(len(v) != len(epochs) for v in curves.values()):

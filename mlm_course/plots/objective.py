@@ -5,9 +5,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised, mark_as_data
 from mlm_course.plots.style import OKABE_ITO, SERIES_COLORS
 
 
+@localised
 def joint_vs_product(joint, product, first_labels, second_labels, *, title: str = "") -> Figure:
     """Two heatmaps with the values written in: the true joint p(a, b) of two masked tokens and the product of
     marginals p(a)·p(b) that a model predicting each token separately gives."""
@@ -23,6 +25,7 @@ def joint_vs_product(joint, product, first_labels, second_labels, *, title: str 
             _ = ax.text(c, r, f"{value:.2f}", ha="center", va="center", color="white" if value > 0.3 else "black")
         ax.set_xticks(range(len(second_labels)), list(second_labels))
         ax.set_yticks(range(len(first_labels)), list(first_labels))
+        mark_as_data(ax.xaxis, ax.yaxis)
         ax.set_xlabel("second masked token b")
         ax.set_ylabel("first masked token a")
         ax.set_title(name)
@@ -35,6 +38,7 @@ ACTION_METRIC_LABELS = {"loss": "cross-entropy (nats)", "top1": "top-1 accuracy"
                         "copy": "share copying the shown token"}
 
 
+@localised
 def loss_by_action_bars(results: dict, *, metric: str = "loss", title: str = "") -> Figure:
     """Grouped bars: ``metric`` at the [MASK], random and unchanged positions (and all), one colour per model.
 
@@ -68,6 +72,7 @@ _RUN_STYLES = ("-", "--", "-.", ":")  # the k-th run's line style and marker; wi
 _RUN_MARKERS = ("", "s", "^", "D")  # drawn on an earlier one leaves it visible on both sides
 
 
+@localised
 def training_loss_curves(histories: dict, *, heldout: dict | None = None, unigram: float | dict | None = None,
                          title: str = "") -> Figure:
     """Each run's training loss (on its own labels) by step: one colour, line style and width per run, later runs
@@ -108,6 +113,7 @@ def training_loss_curves(histories: dict, *, heldout: dict | None = None, unigra
     return fig
 
 
+@localised
 def pll_pairs_plot(good, bad, *, title: str = "") -> Figure:
     """Each sentence pair as a point (PLL of the scrambled one, PLL of the grammatical one); above the diagonal the
     grammatical sentence scores higher."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised, mark_as_data
 from mlm_course.plots.style import OKABE_ITO, text_width_in
 
 
@@ -24,6 +25,7 @@ def _heldout_points(ax, evals: list[dict], key: str, marker: str, color: str, la
     ax.plot(steps, values, "-", lw=0.6, alpha=0.5, color=color, zorder=1, label="_connects the evaluations")
 
 
+@localised
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, copying: dict | None = None,
                        title: str = "") -> Figure:
     """Training loss (per log interval) and held-out loss / top-1 / top-5 by step (``metrics`` from
@@ -82,12 +84,14 @@ def _fill_mask_table(rows) -> Figure:
     for r, row in enumerate(cells):
         for c, (token, p, ok) in enumerate(row):
             ax.add_patch(Rectangle((c + 0.02, r - 0.36), 0.96 * p, 0.72, color=_ACCEPTED if ok else _OTHER, lw=0))
-            ax.text(c + 0.05, r, f"{token} {100 * p:.0f} %", va="center", fontsize=9, fontweight="bold" if ok else "normal")
+            mark_as_data(ax.text(c + 0.05, r, f"{token} {100 * p:.0f} %", va="center", fontsize=9,
+                                 fontweight="bold" if ok else "normal"))
     for c in range(top + 1):
         ax.axvline(c, color="#dddddd", lw=0.8, zorder=0)
     ax.set(xlim=(0, top), ylim=(len(rows) - 0.5, -0.5))
     ax.set_xticks([c + 0.5 for c in range(top)], [f"guess {c + 1}" for c in range(top)], fontsize=9)
     ax.set_yticks(range(len(rows)), labels, fontsize=9)
+    mark_as_data(ax.yaxis)
     ax.xaxis.tick_top()
     ax.tick_params(length=0)
     for spine in ax.spines.values():
@@ -98,6 +102,7 @@ def _fill_mask_table(rows) -> Figure:
     return fig
 
 
+@localised
 def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *, columns: int = 3,
                    layout: str = "panels") -> Figure:
     """The top-k guesses and their probabilities for each ``(sentence, guesses, accepted answers)``; accepted
@@ -116,7 +121,7 @@ def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *,
         tokens = [t for t, _ in guesses][::-1]
         probs = [p for _, p in guesses][::-1]
         ax.barh(tokens, probs, color=[_ACCEPTED if t in answers else _OTHER for t in tokens])
-        ax.set_title(textwrap.fill(text, 30), fontsize=9)
+        mark_as_data(ax.set_title(textwrap.fill(text, 30), fontsize=9), ax.yaxis)
         ax.set_xlim(0, 1)
         ax.set_xlabel("probability", fontsize=9)
         ax.tick_params(labelsize=9)
@@ -126,6 +131,7 @@ def fill_mask_bars(rows: list[tuple[str, list[tuple[str, float]], set[str]]], *,
     return fig
 
 
+@localised
 def accuracy_by_frequency(buckets: list[dict], *, title: str = "") -> Figure:
     """Top-1 accuracy of the model and of unigram frequencies, per training-frequency bucket of the true token
     (``buckets`` from :func:`mlm_course.probes.accuracy_by_frequency`), with 95 % Wilson intervals over its tokens."""
@@ -186,6 +192,7 @@ def _time_to_loss_panel(ax, document: dict, recipes: dict, title: str) -> None:
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
 
 
+@localised
 def time_to_loss_curves(document: dict) -> Figure:
     """Held-out masked-LM loss against training CPU-seconds (``benchmarks/results/time_to_loss.json``): the
     recipes (a), (b), (c) on the left, (a) with one of its choices undone at a time on the right; the targets

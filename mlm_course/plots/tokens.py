@@ -5,9 +5,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised
 from mlm_course.plots.style import SERIES_COLORS
 
 
+@localised
 def pieces_per_word_dots(counts: dict[tuple[str, str], dict[int, int]], *, max_pieces: int = 5) -> Figure:
     """Share of running words cut into 1, 2, … pieces: one panel per text source, one marker per tokenizer.
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from mlm_course.plots.language import localised, mark_as_data
 from mlm_course.plots.style import DTYPE_COLORS, OKABE_ITO, SERIES_COLORS
 
 
+@localised
 def token_log_prob_bars(tokens, probs, *, pll: bool = False) -> Figure:
     """Per-token surprisal −ln p (nats) of one sentence, one horizontal bar per token, with p written beside it.
 
@@ -27,6 +29,7 @@ def token_log_prob_bars(tokens, probs, *, pll: bool = False) -> Figure:
     for y, s, p in zip(ys, surprisal, probs, strict=True):
         _ = ax.text(min(s, cap), y, f" p={p:.2g}" if p > 0 else " p=0 (−ln p = ∞)", va="center", fontsize=9)
     ax.set_yticks(ys, [repr(t) for t in tokens])
+    mark_as_data(ax.yaxis)
     ax.set_xlim(0, cap * 1.3)
     if pll:  # each p is p(x_i | the rest of the sentence): the sum is a pseudo-log-likelihood, not ln p(sentence)
         ax.set_xlabel("−ln p(xᵢ | rest of the sentence)  (nats)")
@@ -38,6 +41,7 @@ def token_log_prob_bars(tokens, probs, *, pll: bool = False) -> Figure:
     return fig
 
 
+@localised
 def underflow_curves(probs, dtypes=None, title: str = "") -> Figure:
     """log10 of the running product of ``probs`` in each dtype, until it becomes exactly 0.0, on a log length axis.
 
@@ -90,6 +94,7 @@ def underflow_curves(probs, dtypes=None, title: str = "") -> Figure:
     return fig
 
 
+@localised
 def gd_vs_counts(nll_history, mle_nll: float, p_counts, p_gd) -> Figure:
     """Left: the NLL gap to the counting MLE over gradient-descent steps (log y). Right: fitted vs counted p."""
     import numpy as np
@@ -114,6 +119,7 @@ def gd_vs_counts(nll_history, mle_nll: float, p_counts, p_gd) -> Figure:
     return fig
 
 
+@localised
 def loss_gradients(num: int = 400) -> Figure:
     """−ln p versus 1 − p: the losses, their gradients w.r.t. p, and w.r.t. the true class's logit."""
     import torch
@@ -141,6 +147,7 @@ def loss_gradients(num: int = 400) -> Figure:
     return fig
 
 
+@localised
 def linear_vs_log_distance(values=(1.0, 0.1, 0.01, 0.001)) -> Figure:
     """The same probabilities on a linear number line and on a ln number line: the log stretches small ones apart.
 
