@@ -89,23 +89,21 @@ def characters() -> dict[str, set[str]]:
             "ascii": {chr(c) for c in range(0x20, 0x7F)}}
 
 
-def subset_font(deb: Path, keep: set[str], out: Path) -> int:
-    """Write the renamed, unhinted subset of the SC face to ``out``; return its number of glyphs."""
+def subset_font(unpacked: Path, keep: set[str], out: Path) -> int:
+    """Write the renamed, unhinted subset of the SC face (in the unpacked .deb) to ``out``; return its glyphs."""
     from fontTools import subset
     from fontTools.ttLib import TTCollection
 
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True)
-        font = TTCollection(str(Path(tmp) / MEMBER)).fonts[FACE]
-        options = subset.Options()
-        options.hinting = False
-        subsetter = subset.Subsetter(options)
-        subsetter.populate(unicodes=sorted(ord(c) for c in keep))
-        subsetter.subset(font)
-        rename(font)
-        font.recalcTimestamp = False  # keep the upstream date: a rerun writes the same bytes
-        font.save(str(out))
-        return len(font.getGlyphOrder())
+    font = TTCollection(str(unpacked / MEMBER)).fonts[FACE]
+    options = subset.Options()
+    options.hinting = False
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(unicodes=sorted(ord(c) for c in keep))
+    subsetter.subset(font)
+    rename(font)
+    font.recalcTimestamp = False  # keep the upstream date: a rerun writes the same bytes
+    font.save(str(out))
+    return len(font.getGlyphOrder())
 
 
 def rename(font) -> None:
@@ -122,11 +120,9 @@ def rename(font) -> None:
     top.FullName, top.FamilyName = full, family
 
 
-def licence_text(deb: Path) -> str:
-    """The OFL header above and the OFL 1.1 text from the package's copyright file."""
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True)
-        copyright_file = (Path(tmp) / "usr/share/doc" / DEB[0] / "copyright").read_text(encoding="utf-8")
+def licence_text(unpacked: Path) -> str:
+    """The OFL header above and the OFL 1.1 text from the package's copyright file (in the unpacked .deb)."""
+    copyright_file = (unpacked / "usr/share/doc" / DEB[0] / "copyright").read_text(encoding="utf-8")
     start = copyright_file.index("\nLicense: SIL-1.1\n ") + len("\nLicense: SIL-1.1\n")
     body = copyright_file[start:].split("\n\n", 1)[0]  # the stanza ends at the first empty line
     lines = [line[1:] if line.startswith(" ") else line for line in body.splitlines()]
@@ -143,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     keep = set().union(*groups.values())
     OUT.mkdir(parents=True, exist_ok=True)
     font_file = OUT / language.CJK_FONT_FILE
-    glyphs = subset_font(deb, keep, font_file)
-    (OUT / "OFL.txt").write_text(licence_text(deb), encoding="utf-8")
+    with tempfile.TemporaryDirectory() as tmp:  # the .deb unpacked once, for the font and its licence
+        subprocess.run(["dpkg-deb", "-x", str(deb), tmp], check=True)
+        glyphs = subset_font(Path(tmp), keep, font_file)
+        (OUT / "OFL.txt").write_text(licence_text(Path(tmp)), encoding="utf-8")
     record = {"input": {"package": DEB[0], "version": DEB[1], "sha256": sha256_file(deb), "member": MEMBER,
                         "face": FACE},
               "characters": {name: len(chars) for name, chars in groups.items()} | {"kept": len(keep)},
