@@ -25,9 +25,8 @@ import torch
 import transformers
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course import models
+from mlm_course import models, precision
 from mlm_course.bert import BertMLM
-from mlm_course.lab import precision
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_forward.json"
 

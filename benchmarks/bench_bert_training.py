@@ -36,9 +36,8 @@ import torch.nn.functional as F
 import transformers
 from transformers import BertConfig, BertForMaskedLM
 
-from mlm_course import models, steps
+from mlm_course import models, precision, steps
 from mlm_course.bert import BertMLM
-from mlm_course.lab import precision
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bert_training.json"
 VOCAB = 8192

@@ -25,7 +25,7 @@ Throughput counts the steps after ``--warmup`` steps (compilation, allocator war
 synchronisations. Peak memory per run is measured after ``gc.collect()`` and ``empty_cache()`` (the previous run's
 model is gone). FLOPs per token: :func:`mlm_course.bert.flops_per_token` with ``head_share=0`` (notebook 04's count,
 6·N + 12·L·s·H, no MLM head); MFU = achieved FLOP/s ÷ the GPU's dense tensor-core peak from
-:func:`mlm_course.lab.precision.peak_tflops`, keyed on the exact device name (``--peak-tflops`` for others); none
+:func:`mlm_course.precision.peak_tflops`, keyed on the exact device name (``--peak-tflops`` for others); none
 on a CPU.
 """
 
@@ -52,7 +52,7 @@ from transformers import BertConfig, BertForSequenceClassification  # noqa: E402
 from mlm_course import bert, finetune  # noqa: E402
 from mlm_course.bert import BertClassifier  # noqa: E402
 from mlm_course.lab.finetune_run import FinetuneConfig, fit  # noqa: E402
-from mlm_course.lab.precision import (  # noqa: E402
+from mlm_course.precision import (  # noqa: E402
     PRECISIONS,
     autocast_dtype,
     cuda_has_bf16,

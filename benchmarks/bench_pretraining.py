@@ -11,7 +11,7 @@ loaded by transformers for its runs), timing ``--steps`` steps after ``--warmup`
 * ``ours`` — :func:`mlm_course.lab.pretrain_run.pretrain` with a :class:`~mlm_course.lab.pretrain_run.PretrainConfig`
   (the runner calling the lessons' training step) at ``--precision`` (auto: bf16 autocast on GPUs of compute
   capability ≥ 8.0 and on CPUs whose bf16 matmul measures faster than fp32, see
-  :func:`mlm_course.lab.precision.auto_dtype`), logits only at the masked positions, fused AdamW;
+  :func:`mlm_course.precision.auto_dtype`), logits only at the masked positions, fused AdamW;
 * ``ours_fp32`` — the same in fp32; ``ours_full_logits`` — at our precision, the vocabulary projection everywhere;
 * ``ours_bf16`` — on a CPU with bf16 instructions where auto kept fp32: what bf16 autocast would have given;
 * ``trainer_defaults`` — ``transformers.Trainer`` + ``BertForMaskedLM`` + ``DataCollatorForLanguageModeling``
@@ -21,8 +21,8 @@ loaded by transformers for its runs), timing ``--steps`` steps after ``--warmup`
 
 Achieved FLOP/s use :func:`mlm_course.bert.flops_per_token` (notebook 04's count; the head at the 15 % masked
 positions for ours, everywhere for full logits) against the device's peak at our precision: on a CPU this machine's
-matmul rate measured by :func:`mlm_course.lab.precision.cpu_matmul_tflops` (fp32 and bf16 both reported), on a GPU
-its dense tensor-core peak (:func:`mlm_course.lab.precision.peak_tflops`). On a GPU only the first one is used
+matmul rate measured by :func:`mlm_course.precision.cpu_matmul_tflops` (fp32 and bf16 both reported), on a GPU
+its dense tensor-core peak (:func:`mlm_course.precision.peak_tflops`). On a GPU only the first one is used
 (``CUDA_VISIBLE_DEVICES`` pinned).
 """
 
@@ -44,7 +44,9 @@ from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, Train
 from transformers.utils import logging as hf_logging  # noqa: E402
 
 from mlm_course import bert, corpus, tokenization  # noqa: E402
-from mlm_course.lab.precision import (  # noqa: E402
+from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
+from mlm_course.models import build_model  # noqa: E402
+from mlm_course.precision import (  # noqa: E402
     CPU_BF16_FLAGS,
     PRECISIONS,
     autocast_dtype,
@@ -56,8 +58,6 @@ from mlm_course.lab.precision import (  # noqa: E402
     pick_device,
     precision_name,
 )
-from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
-from mlm_course.models import build_model  # noqa: E402
 from mlm_course.pretraining import pack_blocks  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "pretraining.json"

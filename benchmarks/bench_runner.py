@@ -22,8 +22,8 @@ import timing  # benchmarks/timing.py (run as a script, this folder is on sys.pa
 import torch
 
 from mlm_course import corpus, models, tokenization
-from mlm_course.lab.precision import machine
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
+from mlm_course.precision import machine
 from mlm_course.pretraining import pack_blocks
 
 RESULTS = Path(__file__).resolve().parent / "results" / "runner.json"

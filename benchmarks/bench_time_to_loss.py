@@ -20,7 +20,7 @@ once the targets are known) it has reached every target:
   (8,192), packed 128-token blocks, batch 32, AdamW lr 3e-3, betas (0.9, 0.98), eps 1e-6, weight decay 0.01,
   700 warm-up steps then linear decay over 14,000 steps, clipping at 1.0, no dropout, logits only at the masked
   positions, no short sequences (stage 1 had none; ``course_short_seq`` adds BERT's 10 %), precision ``auto``:
-  decided once per work folder by :func:`mlm_course.lab.precision.auto_dtype` on one thread (``precision.json``),
+  decided once per work folder by :func:`mlm_course.precision.auto_dtype` on one thread (``precision.json``),
   so every run of the comparison computes in the same format.
 * ``transformers_defaults`` (b) — ``Trainer`` at its defaults (lr 5e-5, batch 8, AdamW betas (0.9, 0.999),
   eps 1e-8, no weight decay, no warm-up, linear decay, clipping 1.0, fp32), ``BertForMaskedLM`` (dropout 0.1),
@@ -80,7 +80,7 @@ from pathlib import Path
 import torch
 from transformers.utils import logging as hf_logging
 
-from mlm_course.lab import precision
+from mlm_course import precision
 from mlm_course.lab.run_files import write_json_atomic
 from mlm_course.pretraining import copying_baseline, evaluate_masked_lm, unigram_baseline
 

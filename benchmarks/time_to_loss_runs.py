@@ -20,8 +20,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from mlm_course import bert, corpus, tokenization
-from mlm_course.lab import precision
+from mlm_course import bert, corpus, precision, tokenization
 from mlm_course.lab.batch_order import cycle_batches
 from mlm_course.lab.pretrain_run import PretrainConfig, training_batches
 from mlm_course.lab.run_files import write_json_atomic
@@ -315,7 +314,7 @@ def run_transformers_in_course_loop(data: Data, chosen: str, recorder_for) -> di
 
 
 def cpu_time_matmul_tflops(dtype: torch.dtype, size: int = 2048, repeats: int = 3) -> float:
-    """:func:`mlm_course.lab.precision.cpu_matmul_tflops` on this process's CPU clock (a neighbour's load does not
+    """:func:`mlm_course.precision.cpu_matmul_tflops` on this process's CPU clock (a neighbour's load does not
     count), the peak the runs' CPU-time FLOP/s are measured against."""
     a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     torch.mm(a, b)

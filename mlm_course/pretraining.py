@@ -14,6 +14,7 @@ runs themselves (seeds, batches per step, checkpoints, ``mlm-course pretrain``) 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -81,6 +82,22 @@ def mask_blocks(
                                  generator=generator)
     return {"input_ids": masked.input_ids, "attention_mask": attention_mask, "labels": masked.labels,
             "masked_positions": masked_positions(masked.labels)}
+
+
+def training_batches(
+    blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, batch_size: int, *, spec: MaskSpec | None = None,
+    seed: int = 0,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Endless training batches for :func:`mlm_course.train.train`: each pass over ``blocks`` in a new order,
+    each batch masked afresh when it is drawn (dynamic masking, as RoBERTa does); a pass's last, short batch is
+    dropped. Every draw comes from one generator seeded with ``seed``."""
+    if not 1 <= batch_size <= len(blocks):
+        raise ValueError(f"batch_size={batch_size} must be between 1 and the {len(blocks)} blocks")
+    spec, generator = spec or MaskSpec(), torch.Generator().manual_seed(seed)
+    while True:
+        for rows in torch.randperm(len(blocks), generator=generator).split(batch_size):
+            if len(rows) == batch_size:
+                yield mask_blocks(blocks[rows], tokenizer, spec, generator)
 
 
 def frozen_eval_batches(

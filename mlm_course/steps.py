@@ -1,51 +1,37 @@
 """One optimisation step: the few lines every training run of the course executes, thousands of times.
 
-:func:`training_step` is the step of notebook 06 (pretraining, with :func:`mlm_course.objective.masked_lm_loss`)
-and of notebook 07 (fine-tuning, with :func:`mlm_course.finetune.classification_loss`), and the step the course's
-runner calls (:mod:`mlm_course.lab.runner`): there is no other copy of it. In order:
+:func:`training_step` is the step of notebook 06 (pretraining, with :func:`mlm_course.objective.masked_lm_loss`),
+of notebook 07 (fine-tuning, with :func:`mlm_course.finetune.classification_loss`), of the loop on one screen
+(:func:`mlm_course.train.train`) and of the course's runner (:mod:`mlm_course.lab.runner`): there is no other copy.
+In order, for each micro-batch:
 
-1. the loss of each micro-batch, divided by their number, so the gradients add up to the gradient of their mean;
-2. ``backward``: d(loss)/d(weight) for every weight, added into ``weight.grad``;
-3. clip: if the gradient's norm over all weights exceeds ``max_grad_norm``, scale it down to that norm;
-4. the optimiser's update (AdamW), then the learning-rate schedule's next value;
-5. zero the gradients, or the next step would add its gradients to these.
+1. its tensors to the model's device (on a GPU: copied from pinned memory without waiting);
+2. the loss under ``torch.autocast`` (bf16 or fp16 where ``dtype`` asks for it; the loss functions compute the
+   cross-entropy itself in fp32),
+   weighted by the micro-batch's share of the step's target tokens, so that the step's loss is the sum of every
+   per-token loss divided by the number of target tokens in all its micro-batches — one big batch, not the mean of
+   micro-batch means (the bug transformers fixed in 4.46 with ``num_items_in_batch``);
+3. ``backward``: d(loss)/d(weight) added into ``weight.grad`` — through the fp16 loss ``scaler`` when there is one,
+   so that small gradients survive fp16;
+
+then, once per step: unscale the gradients (fp16), clip their norm to ``max_grad_norm``, the optimiser's update
+(skipped by the scaler when fp16 overflowed), the scaler's new scale, the learning-rate schedule's next value, and
+zero the gradients, or the next step would add its gradients to these.
 
 :func:`parameter_groups` and :func:`linear_schedule` make the optimiser and the schedule the step updates.
-
-The ``hardware`` argument is how the runner adds what one CPU does not need — mixed precision, a loss scaler,
-several processes that add up their gradients — without a second copy of these lines. :data:`PLAIN` (the
-default) is plain PyTorch in fp32 on one device: with it, the step is exactly the five lines above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import copy
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
 import torch
 
+from mlm_course.masking import IGNORE_INDEX
+
 Batch = dict[str, torch.Tensor]
-
-
-class Plain:
-    """What :func:`training_step` asks of the hardware, done the plain way: fp32, one device, one process."""
-
-    def micro_batch(self, model: torch.nn.Module, index: int, count: int):
-        """Around micro-batch ``index`` of ``count``: nothing here (the runner syncs processes, seeds dropout)."""
-        return nullcontext()
-
-    def autocast(self):
-        """Around the forward pass: nothing here (the runner computes in bf16 or fp16 where that pays)."""
-        return nullcontext()
-
-    def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
-
-    def clip_grad_norm(self, parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
-        return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-
-
-PLAIN = Plain()
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -69,6 +55,14 @@ def linear_schedule(warmup_steps: int, total_steps: int) -> Callable[[int], floa
     return factor
 
 
+def count_targets(batch: Batch) -> torch.Tensor:
+    """The positions a batch's loss averages over: its labels that are not −100 (masked tokens in pretraining,
+    sentences in fine-tuning); 1 for a batch without labels. A tensor, counted where the batch is (on the host
+    before it moves, so a GPU never waits for it)."""
+    labels = batch.get("labels")
+    return torch.tensor(1) if labels is None else (labels != IGNORE_INDEX).sum()
+
+
 def training_step(
     model: torch.nn.Module,
     batches: Sequence[Batch],
@@ -77,25 +71,56 @@ def training_step(
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     *,
     max_grad_norm: float | None = 1.0,
-    hardware: Plain = PLAIN,
+    dtype: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    step_targets: torch.Tensor | int | None = None,
+    processes: int = 1,
+    around_micro_batch: Callable[[int], object] | None = None,
 ) -> dict[str, torch.Tensor]:
     """One optimiser step over ``batches`` (one batch, or the micro-batches of gradient accumulation).
 
-    Returns the mean loss and (when clipping) the gradient norm before clipping, as tensors: reading them as
-    numbers would make a GPU wait, so the runner reads them only when it logs.
+    ``loss_fn(model, batch)`` is the mean loss over the batch's targets (:func:`count_targets`). With several
+    processes whose gradients DDP averages, ``step_targets`` is the target count summed over all of them and
+    ``processes`` their number; ``around_micro_batch(index)`` is a context around each micro-batch (the runner's
+    DDP ``no_sync`` and dropout seed). Returns the step's loss (with several processes, the mean of theirs) and the
+    gradient norm before clipping, as tensors: reading them as numbers would make a GPU wait.
     """
     model.train()  # dropout on
-    loss_sum = 0.0
-    for index, batch in enumerate(batches):
-        with hardware.micro_batch(model, index, len(batches)):
-            with hardware.autocast():
-                loss = loss_fn(model, batch) / len(batches)
-            hardware.backward(loss)  # gradients of the micro-batches add up in .grad
-        loss_sum = loss_sum + loss.detach()
-    result = {"loss": loss_sum}
+    device = next(model.parameters()).device
+    counts = [count_targets(batch) for batch in batches]
+    total = step_targets if step_targets is not None else sum(counts)  # the target tokens of the whole step
+    step_loss = 0.0
+    for index, (batch, count) in enumerate(zip(batches, counts, strict=True)):
+        batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+        with around_micro_batch(index) if around_micro_batch else nullcontext():
+            with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                loss = loss_fn(model, batch) * (count * processes / total)  # Σ of its losses / all targets
+            (loss if scaler is None else scaler.scale(loss)).backward()  # gradients add up in .grad
+        step_loss = step_loss + loss.detach()
+    result = {"loss": step_loss}  # with several processes: their mean is the step's loss
+    if scaler is not None:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
     if max_grad_norm is not None:
-        result["grad_norm"] = hardware.clip_grad_norm(model.parameters(), max_grad_norm)
-    optimizer.step()
+        result["grad_norm"] = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)  # skipped when a gradient overflowed fp16
+        scaler.update()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return result
+
+
+def applied_gradient(model: torch.nn.Module, batches: Sequence[Batch],
+                     loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor], **step_options) -> torch.Tensor:
+    """The gradient of every weight, flattened into one vector, that one :func:`training_step` over ``batches``
+    hands the optimiser (no clipping), measured on a copy of ``model``, which is left as it was."""
+    trained = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(trained.parameters(), lr=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    seen = []
+    optimizer.register_step_pre_hook(lambda *_: seen.append(torch.cat([
+        (p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in trained.parameters()])))
+    training_step(trained, batches, loss_fn, optimizer, scheduler, max_grad_norm=None, **step_options)
+    return seen[0]

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from mlm_course import chinese, corpus, models, pretraining  # noqa: E402
-from mlm_course.lab.precision import machine  # noqa: E402
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
 from mlm_course.lab.run_files import read_metrics  # noqa: E402
+from mlm_course.precision import machine  # noqa: E402
 
 RUNS = ROOT / "runs"
 SEQ_LEN = 32

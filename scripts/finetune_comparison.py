@@ -33,8 +33,8 @@ import torch
 from mlm_course import corpus, finetune, models
 from mlm_course.lab import finetune_run
 from mlm_course.lab.finetune_run import FinetuneConfig
-from mlm_course.lab.precision import machine
 from mlm_course.lab.run_files import write_json_atomic
+from mlm_course.precision import machine
 
 RESULTS = Path(__file__).resolve().parents[1] / "notebooks" / "results" / "finetune_comparison.json"
 ORDER = ("bow", "random", "course", "minilm", "bert-base")

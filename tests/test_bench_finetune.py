@@ -1,5 +1,5 @@
 """benchmarks/bench_finetune_gpu.py and benchmarks/timing.py: a fair comparison, and a tiny CPU run end to end.
-(The GPU peaks the benchmark divides by are tested with the rest of lab/precision.py, in tests/test_precision.py.)"""
+(The GPU peaks the benchmark divides by are tested with the rest of precision.py, in tests/test_precision.py.)"""
 
 import json
 import os

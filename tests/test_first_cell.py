@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlm_course.lab import precision
+from mlm_course import precision
+from mlm_course.lab import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -119,14 +120,14 @@ def test_device_line_on_apple_silicon_is_mps(monkeypatch, no_device_override):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
     assert precision.pick_device().type == "mps"
-    assert precision.device_line() == "Apple GPU (MPS)"
+    assert settings.device_line() == "Apple GPU (MPS)"
 
 
 def test_device_line_names_the_cuda_gpu(monkeypatch, no_device_override):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
-    assert precision.device_line() == "GPU: NVIDIA H200"
+    assert settings.device_line() == "GPU: NVIDIA H200"
 
 
 @pytest.mark.parametrize(("quick", "expected"), [
@@ -134,9 +135,7 @@ def test_device_line_names_the_cuda_gpu(monkeypatch, no_device_override):
     (False, "CPU: the full sizes, a few minutes for most notebooks (MLM_COURSE_QUICK=1 for the quick ones)"),
 ])
 def test_device_line_on_a_cpu_says_which_sizes(monkeypatch, no_device_override, quick, expected):
-    from mlm_course.lab import settings
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
     monkeypatch.setattr(settings, "SETTINGS", settings.Settings.quick_mode() if quick else settings.Settings.full())
-    assert precision.device_line() == expected
+    assert settings.device_line() == expected

@@ -59,13 +59,38 @@ def test_bert_base_comes_from_the_cache_or_the_hub_only_when_allowed(monkeypatch
 def test_utilisation_is_flops_over_the_peak():
     config = BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=256)
-    rate, mfu = gpu_finale.utilisation(config, tokens=10_000, seconds=2.0, seq_len=32, device=torch.device("cpu"),
-                                       head_share=0.0)
     from mlm_course import bert
-    from mlm_course.lab.precision import cpu_matmul_tflops
+    from mlm_course.precision import cpu_matmul_tflops
 
-    assert rate == 5_000
-    assert mfu == pytest.approx(bert.flops_per_token(config, 32, head_share=0.0) * 5_000 / 1e12 / cpu_matmul_tflops())
+    flops = bert.flops_per_token(config, 32, head_share=0.0) * 5_000 / 1e12
+    for dtype in (None, torch.bfloat16):  # each divided by the peak of its own precision
+        rate, mfu = gpu_finale.utilisation(config, tokens=10_000, seconds=2.0, seq_len=32, device=torch.device("cpu"),
+                                           head_share=0.0, dtype=dtype)
+        assert rate == 5_000
+        assert mfu == pytest.approx(flops / cpu_matmul_tflops(dtype or torch.float32))
+
+
+def test_a_gpu_in_fp32_has_no_tensor_core_peak_and_bf16_has_its_own(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    gpu = torch.device("cuda", 0)
+    assert gpu_finale.peak_for(gpu, None) is None and gpu_finale.peak_for(gpu, torch.bfloat16) == 989.0
+
+
+@pytest.mark.parametrize(("environ", "modules", "expected"), [
+    ({"COLAB_RELEASE_TAG": "release-colab_20261201"}, (), "Colab"), ({}, ("google.colab",), "Colab"),
+    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, (), "Kaggle"), ({}, (), None)])
+def test_colab_and_kaggle_are_recognised(monkeypatch, environ, modules, expected):
+    import sys
+    import types
+
+    for name in ("COLAB_RELEASE_TAG", "KAGGLE_KERNEL_RUN_TYPE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    for name in modules:
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    assert gpu_finale.hosted_notebook() == expected
 
 
 def test_on_a_cpu_the_finale_fine_tunes_the_course_checkpoint(tmp_path):
@@ -76,7 +101,7 @@ def test_on_a_cpu_the_finale_fine_tunes_the_course_checkpoint(tmp_path):
 def test_the_cpu_branch_can_say_what_the_gpu_branch_would_do():
     plan = gpu_finale.gpu_plan()
     assert plan.startswith("on a GPU this cell fine-tunes bert-base-uncased (2 epochs) when it is in the Hugging Face")
-    assert "MLM_COURSE_ALLOW_HUB=1" in plan and "'small' size there for 4 minutes" in plan
+    assert "allow_hub" in plan and "MLM_COURSE_ALLOW_HUB=1" in plan and "'small' size there for 4 minutes" in plan
 
 
 def test_the_command_line_writes_the_rows_and_the_sizes(tmp_path):

@@ -38,7 +38,7 @@ def test_stage_lines_read_the_settings_a_run_records():
         "- Stage 2, from the weights of stage 1, stacked to 4 layers (layer i a copy of layer i mod the old depth); "
         "10% of the sequences cut to a random shorter length: 4 steps × batch 8 × 32 tokens = 1,024 tokens, peak "
         "learning rate 0.001, 2 warm-up steps, 2 min; held-out loss after it 5.250.\n")
-    first = {**results, "tokens_seen": 4 * 32 * 128, "settings": _settings(size="tiny", warmup_ratio=0.05)}
+    first = {**results, "tokens_seen": 4 * 32 * 128, "settings": _settings(size="tiny", lr=1e-3, warmup_ratio=0.05)}
     assert ship_checkpoint._stage_line(1, ship_checkpoint.stage(first, "")).startswith(
         "- Stage 1, from random weights: 4 steps × batch 32 × 128 tokens = 16,384 tokens, peak learning rate 0.001, "
         "5% of the warm-up steps")

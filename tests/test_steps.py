@@ -1,6 +1,7 @@
 """The training step: what it computes (against transformers' own loss and hand-computed schedules), gradient
 accumulation, clipping, and that it is the one step the package has."""
 
+import copy
 import re
 from pathlib import Path
 
@@ -80,6 +81,63 @@ def test_two_micro_batches_update_like_one_batch_of_both():
     torch.testing.assert_close(halves, whole, atol=1e-6, rtol=0)
 
 
+def keep_targets(batch: dict, rows: slice, count: int) -> dict:
+    """Rows ``rows`` of a masked batch with only its first ``count`` masked positions still labelled."""
+    labels = batch["labels"][rows].clone()
+    kept = (labels != -100).flatten().nonzero().flatten()
+    assert len(kept) >= count
+    labels.view(-1)[kept[count:]] = -100
+    return {"input_ids": batch["input_ids"][rows], "labels": labels}
+
+
+def test_micro_batches_with_unequal_masked_counts_give_the_gradient_of_one_batch(tiny_model, batch):
+    """Accumulation is one big batch: micro-batches holding 2 and 26 masked tokens give the gradient of the one
+    batch that holds all 28 (the sum of the per-token losses over the number of target tokens of the whole step),
+    to 1e-5 in fp32, weight by weight. Averaging the two micro-batch means instead — what transformers did before
+    4.46 — is far off."""
+    small, large = keep_targets(batch, slice(0, 4), 2), keep_targets(batch, slice(4, 8), 26)
+    whole = {key: torch.cat([small[key], large[key]]) for key in small}
+    assert int(steps.count_targets(small)) == 2 and int(steps.count_targets(large)) == 26
+    model = tiny_model(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    before = copy.deepcopy(model.state_dict())
+    reference = per_weight(model, steps.applied_gradient(model, [whole], masked_lm_loss))
+    accumulated = per_weight(model, steps.applied_gradient(model, [small, large], masked_lm_loss))
+    assert max(relative_differences(accumulated, reference)) <= 1e-5
+    means = sum(steps.applied_gradient(model, [part], masked_lm_loss) for part in (small, large)) / 2
+    assert max(relative_differences(per_weight(model, means), reference)) > 0.5
+    assert all(torch.equal(value, before[name]) for name, value in model.state_dict().items())  # a copy trained
+
+
+def relative_differences(ours, reference) -> list[float]:
+    """Per weight tensor; not the attention keys' biases, whose true gradient is 0 (softmax ignores a shift) and
+    whose computed one is rounding noise (≈ 1e-12)."""
+    return [float((a - b).norm() / b.norm()) for a, b in zip(ours, reference, strict=True) if b.norm() > 1e-9]
+
+
+def per_weight(model, flat: torch.Tensor) -> list[torch.Tensor]:
+    return list(flat.split([p.numel() for p in model.parameters()]))
+
+
+def test_the_step_targets_of_several_processes_scale_each_share():
+    """With ``processes`` = P whose gradients DDP averages, each process's loss is P × (its summed loss) / (the
+    step's targets over every process), so the average over the processes is the loss of one batch of all."""
+    model = torch.nn.Linear(3, 2)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([0, 1, -100, 1, 0, -100])
+
+    def loss_fn(m, b):
+        return torch.nn.functional.cross_entropy(m(b["x"]), b["labels"], ignore_index=-100)
+
+    def step_loss(part, **kwargs):
+        trained = copy.deepcopy(model)
+        optimizer, scheduler = optimiser(trained, lr=0.0)
+        return float(steps.training_step(trained, [part], loss_fn, optimizer, scheduler, **kwargs)["loss"])
+
+    first, second = {"x": x[:2], "labels": labels[:2]}, {"x": x[2:], "labels": labels[2:]}
+    shares = [step_loss(part, step_targets=4, processes=2) for part in (first, second)]
+    assert (shares[0] + shares[1]) / 2 == pytest.approx(float(loss_fn(model, {"x": x, "labels": labels}).detach()), rel=1e-6)
+
+
 def test_clipping_reports_the_norm_before_and_applies_the_bound():
     model = torch.nn.Linear(4, 1)
     x = 100 * torch.ones(8, 4)
@@ -117,9 +175,10 @@ TRAINING_CALLS = {
 #: comparison, whose steps happen inside transformers and match nothing here).
 ALLOWED = {
     "mlm_course/steps.py": ({"backward", "optimiser step", "schedule step"}, "the one training step"),
-    "mlm_course/lab/hardware.py": ({"backward", "optimiser step"},
-                                   "the runner's hardware hook: backward on the fp16-scaled loss, the optimiser's "
-                                   "step through the loss scaler"),
+    "mlm_course/train.py": ({"backward", "optimiser step", "schedule step"},
+                            "train_with_accelerate: the loop's step as Accelerate runs it (accelerator.backward)"),
+    "mlm_course/exercises/amp_step_check.py": ({"backward", "optimiser step", "schedule step"},
+                                               "exercise 07.7's checker: the reference mixed-precision step"),
     "mlm_course/exercises/step_check.py": ({"backward", "optimiser step", "schedule step"},
                                            "the exercise checker: the slipped steps it grades learners' steps with"),
     "mlm_course/exercises/ch06_pretraining.py": ({"backward", "optimiser step", "schedule step"},

@@ -1,7 +1,7 @@
 """Exercises of notebook 07_fine_tuning: the fine-tuning step written by the learner (checked against
 :func:`mlm_course.steps.training_step`), accuracy and F1 from a confusion matrix, the classification head by hand,
-length-bucketed batches, and why MiniLM's lead is no evidence for masked-LM pretraining nor its zero-shot PLL for
-word order."""
+length-bucketed batches, why MiniLM's lead is no evidence for masked-LM pretraining nor its zero-shot PLL for word
+order, and the mixed-precision step (checked on the CPU by :mod:`mlm_course.exercises.amp_step_check`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from transformers import BertConfig
 
 from mlm_course.bert import BertClassifier
 from mlm_course.exercises import Exercise, multiple_choice, numeric_grader, register
+from mlm_course.exercises.amp_step_check import amp_slipped_step, grade_amp_step
 from mlm_course.exercises.step_check import StepExercise, grade_step, slipped_step
 from mlm_course.finetune import classification_loss, encode, pad_batch
 from mlm_course.tokenization import course_tokenizer
@@ -328,3 +329,53 @@ multiple_choice(
              "report: which weights were missing?",
     },
 )
+
+# ---- 07.7: write the mixed-precision step -----------------------------------------------------------------------
+
+
+def _solution_77():
+    import torch.nn.functional as F
+
+    def my_amp_step(model, batch, optimizer, scheduler, scaler, device, dtype):
+        batch = {name: tensor.to(device) for name, tensor in batch.items()}  # where the model's weights are
+        with torch.autocast(device_type=device.type, dtype=dtype):  # matrix products in float16 (or bfloat16)
+            logits = model(batch["input_ids"], batch["attention_mask"])
+        loss = F.cross_entropy(logits.float(), batch["labels"])  # the loss in float32
+        scaler.scale(loss).backward()  # loss × scale: small gradients no longer underflow float16
+        scaler.unscale_(optimizer)  # divide the gradients by the scale, note any inf or nan ...
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)  # ... so clipping sees the true norm
+        scaler.step(optimizer)  # optimizer.step(), skipped if the gradients overflowed
+        scaler.update()  # halve the scale after an overflow, grow it after a run of good steps
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return my_amp_step
+
+
+register(Exercise(
+    id="07.7",
+    prompt=("Write my_amp_step(model, batch, optimizer, scheduler, scaler, device, dtype) -> loss: one mixed-precision "
+            "step of the course's BertClassifier, as on a GPU. Move every tensor of the batch (on the CPU) to device "
+            "with .to(device); run the model on (input_ids, attention_mask) under torch.autocast(device_type="
+            "device.type, dtype=dtype); take the loss in float32, F.cross_entropy(logits.float(), labels) (as "
+            "finetune.classification_loss); scaler.scale(loss).backward(); scaler.unscale_(optimizer); clip the "
+            "gradient norm to 1.0; scaler.step(optimizer); scaler.update(); scheduler.step(); "
+            "optimizer.zero_grad(set_to_none=True); return the loss. Checked on the CPU against a reference step on "
+            "copies of 07.1's model and batch: four float16 steps with GradScaler('cpu', init_scale=2**10, "
+            "growth_interval=1), the third with the scale set to 2**40 so that its gradients overflow (its update "
+            "must be skipped), then one bfloat16 step with a disabled scaler; the same logits dtype, loss, applied "
+            "gradients, learning rate and scale at every step."),
+    grade=partial(grade_amp_step, _setup_71),
+    solution=_solution_77,
+    wrong_answers=(
+        amp_slipped_step("my_amp_step_clipping_before_unscaling", clip="before unscale"),
+        amp_slipped_step("my_amp_step_with_optimizer_step", scaler_step=False),
+        amp_slipped_step("my_amp_step_without_update", update=False),
+        amp_slipped_step("my_amp_step_on_the_unscaled_loss", scale=False),
+        amp_slipped_step("my_amp_step_without_autocast", autocast=False),
+        amp_slipped_step("my_amp_step_with_a_float16_loss", fp32_loss=False),
+        amp_slipped_step("my_amp_step_without_zero_grad", zero_grad=False),
+        amp_slipped_step("my_amp_step_without_moving_the_batch", move=False),
+    ),
+))

@@ -4,7 +4,7 @@ only to their own longest sequence."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -134,6 +134,15 @@ class LengthBucketSampler:
         batches = [batch for begin in range(0, n, pool) for batch in self._longest_first(order[begin: begin + pool])]
         for b in torch.randperm(len(batches), generator=self.generator).tolist():
             yield batches[b]
+
+
+def training_batches(data: Encoded, batch_size: int, *, pad_token_id: int, seed: int = 0) -> Iterator[dict]:
+    """Endless training batches for :func:`mlm_course.train.train`: pass after pass over ``data``, each in a new
+    order of length buckets (:class:`LengthBucketSampler`), each batch padded to its own longest sentence."""
+    generator, examples = torch.Generator().manual_seed(seed), _Examples(data)
+    while True:
+        for indices in LengthBucketSampler(data.lengths, batch_size, generator=generator):
+            yield pad_batch([examples[i] for i in indices], pad_token_id=pad_token_id)
 
 
 def make_loader(data: Encoded, pad_token_id: int, batch_size: int, *, pad_to_multiple_of: int | None = None,

@@ -21,10 +21,10 @@ from mlm_course import corpus, finetune, models, tokenization
 from mlm_course.ablations import FAMILIES, PAPER_TABLE8, Budget, Variant, feature_probe, summarise, variants
 from mlm_course.lab import experiments, label_grid
 from mlm_course.lab.finetune_run import fit
-from mlm_course.lab.precision import machine
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.lab.run_files import write_json_atomic
 from mlm_course.label_efficiency import collapse
+from mlm_course.precision import machine
 from mlm_course.pretraining import frozen_eval_batches, pack_blocks, unigram_baseline
 
 

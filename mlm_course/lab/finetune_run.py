@@ -32,12 +32,12 @@ from mlm_course.finetune import (
 )
 from mlm_course.finetune.data import MIN_MAX_LENGTH
 from mlm_course.lab.hardware import Processes
-from mlm_course.lab.precision import machine
 from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_atomic
 from mlm_course.lab.runner import InvalidSettings, LoopConfig, OptimiserSettings, TrainLoop
 from mlm_course.lab.seeds import generator_for
 from mlm_course.masking import IGNORE_INDEX
 from mlm_course.models import CONFIGS, hub_refusal
+from mlm_course.precision import machine
 
 BEST_DIR = "best"
 RESULTS_FILE = "results.json"

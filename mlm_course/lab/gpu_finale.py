@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -21,10 +22,15 @@ import torch
 from mlm_course import bert, models
 from mlm_course.lab import finetune_run, pretrain_run
 from mlm_course.lab.cli import _at_least_one
-from mlm_course.lab.precision import cpu_matmul_tflops, peak_tflops, pick_device
 from mlm_course.lab.run_files import write_json_atomic
+from mlm_course.precision import autocast_dtype, cpu_matmul_tflops, peak_tflops, pick_device
 
 BERT_BASE = "bert-base-uncased"
+#: What to expect of bert-base on the nearest public benchmark: SST-2 (GLUE), whose sentences come from the same
+#: Rotten Tomatoes reviews (Pang & Lee 2005) as the course's, labelled there by phrase-level annotation
+#: (Socher et al. 2013) with 67 k training phrases; Devlin et al. (2019), Table 1, GLUE test set.
+PUBLISHED = {"model": BERT_BASE, "benchmark": "SST-2 (GLUE test set)", "accuracy": 0.935,
+             "source": "Devlin et al. 2019, Table 1", "training_examples": 67_349}
 
 
 @dataclass(frozen=True)
@@ -56,15 +62,27 @@ def bert_base_folder(allow_hub: bool | None = None) -> str | None:
     return models.resolve(BERT_BASE, allow_hub=True) if models.hub_allowed(allow_hub) else None
 
 
-def utilisation(config, tokens: int, seconds: float, seq_len: int, device: torch.device, *,
-                head_share: float) -> tuple[float, float | None]:
-    """(tokens per second, model FLOP utilisation): training FLOPs (:func:`mlm_course.bert.flops_per_token`) over
-    the device's peak — the dense tensor-core peak of a known GPU, the measured fp32 matmul rate of a CPU."""
-    rate = tokens / seconds
+def hosted_notebook() -> str | None:
+    """"Colab" or "Kaggle" when the notebook runs there (a GPU and a network, as a rule), else None."""
+    if "COLAB_RELEASE_TAG" in os.environ or "google.colab" in sys.modules:
+        return "Colab"
+    return "Kaggle" if "KAGGLE_KERNEL_RUN_TYPE" in os.environ else None
+
+
+def peak_for(device: torch.device, dtype: torch.dtype | None) -> float | None:
+    """The peak TFLOP/s of the precision the run used (None: fp32 autocast off): a known GPU's dense bf16 / fp16
+    tensor-core peak, and none in fp32 (the table holds no fp32 peaks); a CPU's measured matmul rate in that dtype."""
     if device.type == "cuda":
-        peak = peak_tflops(torch.cuda.get_device_name(device))[0]
-    else:
-        peak = cpu_matmul_tflops() if device.type == "cpu" else None
+        return peak_tflops(torch.cuda.get_device_name(device))[0] if dtype is not None else None
+    return cpu_matmul_tflops(dtype or torch.float32) if device.type == "cpu" else None
+
+
+def utilisation(config, tokens: int, seconds: float, seq_len: int, device: torch.device, *,
+                head_share: float, dtype: torch.dtype | None) -> tuple[float, float | None]:
+    """(tokens per second, model FLOP utilisation): training FLOPs (:func:`mlm_course.bert.flops_per_token`) over
+    the peak of the precision the run computed in (:func:`peak_for`)."""
+    rate = tokens / seconds
+    peak = peak_for(device, dtype)
     flops = bert.flops_per_token(config, seq_len, training=True, head_share=head_share) * rate
     return rate, (flops / 1e12 / peak if peak else None)
 
@@ -80,7 +98,7 @@ def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple
     done = pretrain_run.run(config, out, progress=False, verbose=False)
     model, train = done.model, done.train
     rate, mfu = utilisation(model.config, train.tokens, train.seconds, config.seq_len, device,
-                            head_share=config.mask_rate)
+                            head_share=config.mask_rate, dtype=autocast_dtype(device, config.precision))
     return out, {"what": f"pretrain course BERT ({sizes.pretrain_size}) from scratch", "device": str(device),
                  "parameters": models.count_parameters(model)["total"], "steps": train.steps_done,
                  "minutes": round(train.seconds / 60, 2), "tokens_per_s": round(rate), "mfu": mfu,
@@ -96,7 +114,7 @@ def fine_tune(source: str, name: str, device: torch.device, sizes: FinaleSizes, 
     done = finetune_run.run(config, out_dir=work / "finetuned", progress=False, verbose=False)
     train = done.train
     rate, mfu = utilisation(done.model.config, train.tokens, train.seconds, config.max_length, device,
-                            head_share=0.0)
+                            head_share=0.0, dtype=autocast_dtype(device, config.precision))
     return {"what": f"fine-tune {name}", "device": str(device),
             "parameters": done.summary["parameters"], "steps": train.steps,
             "minutes": round(train.seconds / 60, 2), "tokens_per_s": round(rate), "mfu": mfu,
@@ -114,20 +132,22 @@ def gpu_branch(device: torch.device, work: Path, *, source: str | None, sizes: F
 def gpu_plan(sizes: FinaleSizes = FinaleSizes()) -> str:
     """What the GPU branch does, in one sentence (the CPU branch prints it)."""
     return (f"on a GPU this cell fine-tunes {BERT_BASE} ({sizes.epochs} epochs) when it is in the Hugging Face "
-            f"cache or {models.HUB_ENV_VAR}=1; otherwise it pretrains the course BERT at the {sizes.pretrain_size!r} "
+            f"cache or the hub is allowed (allow_hub, on by default on Colab and Kaggle, or {models.HUB_ENV_VAR}=1); "
+            f"otherwise it pretrains the course BERT at the {sizes.pretrain_size!r} "
             f"size there for {sizes.pretrain_minutes:g} minutes, then fine-tunes it")
 
 
 def run(work: str | os.PathLike, *, device: str | None = None, quick: bool = False,
-        sizes: FinaleSizes | None = None) -> dict:
-    """The finale on this machine's best device: the GPU branch on CUDA or MPS, the course checkpoint on a CPU."""
+        sizes: FinaleSizes | None = None, allow_hub: bool | None = None) -> dict:
+    """The finale on this machine's best device: the GPU branch on CUDA or MPS (bert-base when cached or
+    ``allow_hub``), the course checkpoint on a CPU."""
     work, chosen = Path(work), pick_device(device)
     sizes = sizes or (QUICK if quick else FinaleSizes())
     if chosen.type == "cpu":
         short = replace(sizes, epochs=1, max_steps=sizes.max_steps or 60)
         rows = [fine_tune("course", "the course checkpoint", chosen, short, work, lr=5e-4)]
         return {"device": str(chosen), "branch": "cpu", "rows": rows}
-    source = bert_base_folder()
+    source = bert_base_folder(allow_hub)
     return {"device": str(chosen), "branch": "gpu", "rows": gpu_branch(chosen, work, source=source, sizes=sizes)}
 
 

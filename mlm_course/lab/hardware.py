@@ -1,14 +1,11 @@
 """What the runner adds around the lessons' training step: a device, a precision, several processes.
 
-:class:`Hardware` fills in the hooks of :func:`mlm_course.steps.training_step` (the step itself is never copied):
-
-- ``micro_batch``: each micro-batch's dropout drawn from its own seed (so a resumed run draws what an uninterrupted
-  one draws, and each process draws its own); with several processes, gradients are averaged across them only
-  after the last micro-batch of the step (DDP's ``no_sync`` before it);
-- ``autocast``: the forward pass in bf16 or fp16 where :mod:`~mlm_course.lab.precision` chose one;
-- ``backward`` / ``clip_grad_norm`` and :class:`ScaledOptimizer`: fp16's loss scaling (scale up before backward so
-  small gradients survive fp16, scale back before clipping, skip a step whose gradients overflowed: its gradient
-  norm is not finite, which the runner counts without waiting for the device).
+:class:`Hardware` holds what :func:`mlm_course.steps.training_step` is handed by the runner (the step itself is never
+copied): the autocast dtype :mod:`~mlm_course.precision` chose, fp16's loss scaler (a step whose gradients
+overflowed is skipped: its gradient norm is not finite, which the runner counts without waiting for the device),
+the step's target tokens summed over the processes, and ``micro_batch``: each micro-batch's dropout drawn from its
+own seed (so a resumed run draws what an uninterrupted one draws, and each process draws its own); with several
+processes, gradients are averaged across them only after the last micro-batch of the step (DDP's ``no_sync``).
 
 :class:`Processes` is what ``accelerate launch`` (or ``torchrun``) started: accelerate's ``PartialState`` reads the
 launcher's environment and joins the process group; one process without a launcher. :class:`Prefetcher` builds the
@@ -18,13 +15,12 @@ next step's batches on the host while the device computes the current one.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
 from mlm_course.lab.seeds import seed_for
-from mlm_course.steps import Plain
 
 Batch = dict[str, torch.Tensor]
 
@@ -43,13 +39,17 @@ class Processes:
     def wait(self) -> None:
         self.state.wait_for_everyone()
 
-    def mean(self, values: torch.Tensor) -> torch.Tensor:
-        """The mean of ``values`` over the processes (the values themselves with one process)."""
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """The sum of ``values`` over the processes (the values themselves with one process)."""
         if self.count == 1:
             return values
         values = values.clone()
         torch.distributed.all_reduce(values)
-        return values / self.count
+        return values
+
+    def mean(self, values: torch.Tensor) -> torch.Tensor:
+        """The mean of ``values`` over the processes (the values themselves with one process)."""
+        return self.sum(values) / self.count
 
     def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         """``model`` itself with one process; DDP (gradients averaged across processes in backward) with several."""
@@ -59,23 +59,7 @@ class Processes:
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
 
-class ScaledOptimizer:
-    """fp16: the optimiser's step through the loss scaler (skipped when the gradients overflowed), then the
-    scaler's update of its scale. Everything else is the wrapped optimiser's."""
-
-    def __init__(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler):
-        self.optimizer = optimizer
-        self.scaler = scaler
-
-    def step(self) -> None:
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-
-    def __getattr__(self, name: str):
-        return getattr(self.optimizer, name)
-
-
-class Hardware(Plain):
+class Hardware:
     """The hooks of :func:`mlm_course.steps.training_step` for ``device``, autocast ``dtype`` (None: fp32) and
     ``processes``. Set :attr:`step` before each step: it seeds the micro-batches' dropout."""
 
@@ -87,7 +71,6 @@ class Hardware(Plain):
         self.seed = seed
         self.grad_accum = grad_accum
         self.scaler = torch.amp.GradScaler(device.type) if dtype is torch.float16 else None
-        self.optimizer: torch.optim.Optimizer | None = None  # fp16: set by the runner, unscaled before clipping
         self.step = 0
 
     def slot(self, index: int) -> int:
@@ -104,25 +87,9 @@ class Hardware(Plain):
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
-    def backward(self, loss: torch.Tensor) -> None:
-        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
-
-    def clip_grad_norm(self, parameters: Iterable[torch.nn.Parameter], max_norm: float) -> torch.Tensor:
-        if self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
-        return torch.nn.utils.clip_grad_norm_(parameters, max_norm)
-
-    def wrap_optimizer(self, optimizer: torch.optim.Optimizer):
-        """The optimiser the step should call: ``optimizer`` itself, or through the loss scaler in fp16."""
-        self.optimizer = optimizer
-        return optimizer if self.scaler is None else ScaledOptimizer(optimizer, self.scaler)
-
-
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Tensors onto ``device``; on CUDA from pinned memory without waiting (``non_blocking``)."""
-    if device.type != "cuda":
-        return {key: value.to(device) for key, value in batch.items()}
-    return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+    def count(self, targets: torch.Tensor) -> torch.Tensor:
+        """The target tokens of one step summed over every process (``targets`` itself with one process)."""
+        return targets if self.processes.count == 1 else self.processes.sum(targets.to(self.device))
 
 
 class Prefetcher:

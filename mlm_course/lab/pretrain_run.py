@@ -23,12 +23,12 @@ from transformers import PreTrainedTokenizerBase
 from mlm_course import corpus, models, tokenization
 from mlm_course.lab.batch_order import check_enough_examples, cycle_batches, epoch_of
 from mlm_course.lab.hardware import Processes
-from mlm_course.lab.precision import machine
 from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_atomic
 from mlm_course.lab.runner import InvalidSettings, LoopConfig, OptimiserSettings, TrainLoop, TrainResult
 from mlm_course.lab.seeds import generator_for
 from mlm_course.masking import MaskSpec
 from mlm_course.objective import masked_lm_loss, masked_positions
+from mlm_course.precision import machine
 from mlm_course.pretraining import (
     evaluate_masked_lm,
     frozen_eval_batches,
@@ -37,6 +37,7 @@ from mlm_course.pretraining import (
     shorten_blocks,
     unigram_baseline,
 )
+from mlm_course.train import TrainConfig
 
 CORPORA = ("course", "reviews")
 PLAN_FILE = "plan.json"
@@ -79,8 +80,8 @@ class PretrainConfig(OptimiserSettings):
     minutes: float | None = field(default=None, **_help("wall-clock budget: the step count is calibrated to fit"))
     eval_every: int = field(default=250, **_help("held-out evaluation every N steps"))
     save_every: int = field(default=500, **_help("checkpoint every N steps"))
-    lr: float = 1e-3
-    warmup_ratio: float = 0.05
+    lr: float = TrainConfig.lr  # the recipe of notebook 06's loop: one learning rate from the notebook to the CLI
+    warmup_ratio: float = TrainConfig.warmup_ratio
 
     def __post_init__(self):
         self.betas = tuple(self.betas)

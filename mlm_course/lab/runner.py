@@ -1,10 +1,10 @@
 """The runner: calls the lessons' :func:`~mlm_course.steps.training_step` over and over, and does the rest.
 
-What the step does not: the device and precision (:mod:`~mlm_course.lab.precision`, :mod:`~mlm_course.lab.hardware`),
-gradient accumulation and several processes (``accelerate launch`` or ``torchrun``: each process trains on its own
-micro-batches), the AdamW optimiser and BERT's schedule, the next batches built while the device computes,
-periodic evaluation, a JSON-lines metrics log, a wall-clock budget, and atomic checkpoints that a killed run
-resumes from exactly (only the main process writes).
+What the step does not: choosing the device and precision (:mod:`~mlm_course.precision`,
+:mod:`~mlm_course.lab.hardware`), several processes (``accelerate launch`` or ``torchrun``: each process trains on its
+own micro-batches, and the step's target tokens are summed over all of them), the AdamW optimiser and BERT's
+schedule, the next batches built while the device computes, periodic evaluation, a JSON-lines metrics log, a
+wall-clock budget, and atomic checkpoints that a killed run resumes from exactly (only the main process writes).
 
 Between two logging steps the runner never waits for the device: losses and gradient norms stay tensors until a
 logging step reads them all at once.
@@ -19,6 +19,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,9 @@ from transformers import BertConfig
 
 from mlm_course.atomic import write_folder_atomic
 from mlm_course.lab import run_files
-from mlm_course.lab.hardware import Hardware, Prefetcher, Processes, to_device
-from mlm_course.lab.precision import (
+from mlm_course.lab.hardware import Hardware, Prefetcher, Processes
+from mlm_course.models import CONFIGS, evaluation_mode, size_of
+from mlm_course.precision import (
     PRECISIONS,
     autocast_dtype,
     describe,
@@ -37,20 +39,11 @@ from mlm_course.lab.precision import (
     enable_tf32,
     pick_device,
 )
-from mlm_course.models import CONFIGS, evaluation_mode, size_of
-from mlm_course.steps import linear_schedule, parameter_groups, training_step
+from mlm_course.steps import count_targets, linear_schedule, parameter_groups, training_step
+from mlm_course.train import InvalidSettings
 
 Batch = dict[str, torch.Tensor]
 CHECKPOINT_POINTER = "latest_checkpoint.txt"
-
-
-class InvalidSettings(ValueError):
-    """Settings refused before any work: ``problems`` maps each bad field to what is wrong with it (the command
-    line names the field as its option: ``mask_rate`` is ``--mask-rate``)."""
-
-    def __init__(self, kind: str, problems: dict[str, str]):
-        self.problems = problems
-        super().__init__(f"invalid {kind} settings: " + "; ".join(f"{k} {v}" for k, v in problems.items()))
 
 
 @dataclass(kw_only=True)
@@ -265,7 +258,7 @@ class TrainLoop:
         factor = linear_schedule(cfg.warmup_for(cfg.steps), cfg.steps)
         self.skipped = 0
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: factor(step - self.skipped))
-        self.optimizer = self.hardware.wrap_optimizer(optimizer)
+        self.optimizer = optimizer
         self.max_grad_norm = cfg.max_grad_norm
         if self.hardware.scaler is not None and self.max_grad_norm is None:
             self.max_grad_norm = math.inf  # fp16: the norm is how a skipped step is seen; an infinite bound clips nothing
@@ -291,11 +284,14 @@ class TrainLoop:
         upcoming = self.step + 1 if self.step + 1 < cfg.steps else None
         host = self.batches.get(self.step, next_step=upcoming)
         self.tokens += sum(batch["input_ids"].numel() for batch in host)
-        batches = [to_device(batch, self.device) for batch in host]
-        self.hardware.step = self.step
-        self._lr = self.scheduler.optimizer.param_groups[0]["lr"]
-        values = training_step(self.trained, batches, self.loss_fn, self.optimizer, self.scheduler,
-                               max_grad_norm=self.max_grad_norm, hardware=self.hardware)
+        hardware = self.hardware
+        hardware.step = self.step
+        self._lr = self.optimizer.param_groups[0]["lr"]
+        targets = hardware.count(sum(count_targets(batch) for batch in host))
+        values = training_step(self.trained, host, self.loss_fn, self.optimizer, self.scheduler,
+                               max_grad_norm=self.max_grad_norm, dtype=hardware.dtype, scaler=hardware.scaler,
+                               step_targets=targets, processes=self.processes.count,
+                               around_micro_batch=partial(hardware.micro_batch, self.trained, count=len(host)))
         if self.hardware.scaler is not None:
             values["skipped_steps"] = (~torch.isfinite(values["grad_norm"])).float()
         for key, value in values.items():
@@ -399,7 +395,7 @@ class TrainLoop:
     def trainer_state(self, running: dict) -> dict:
         """What resuming needs besides the weights: tensors, numbers and strings only (``weights_only`` loads it)."""
         scaler = self.hardware.scaler
-        return {"optimizer": self.scheduler.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                 "scaler": scaler.state_dict() if scaler is not None else None, "step": self.step,
                 "skipped": self.skipped, "running": running}
 
@@ -441,7 +437,7 @@ class TrainLoop:
                              "to resume from its checkpoints")
         self.load_model(self.model, checkpoint / "model")
         state = torch.load(checkpoint / "trainer_state.pt", map_location=self.device, weights_only=True)
-        self.scheduler.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.hardware.scaler is not None and state["scaler"]:
             self.hardware.scaler.load_state_dict(state["scaler"])

@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields, replace
 
+import torch
+
+from mlm_course.precision import pick_device
+
 QUICK_ENV_VAR = "MLM_COURSE_QUICK"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
@@ -31,7 +35,6 @@ class Settings:
     pretrain_steps: int
     pretrain_batch_size: int
     pretrain_seq_len: int
-    eval_sequences: int
     # 07_fine_tuning
     finetune_steps: int
     finetune_train_examples: int | None
@@ -54,7 +57,6 @@ class Settings:
             pretrain_steps=300,
             pretrain_batch_size=32,
             pretrain_seq_len=128,
-            eval_sequences=256,
             finetune_steps=300,
             finetune_train_examples=None,
             finetune_eval_examples=None,
@@ -76,7 +78,6 @@ class Settings:
             pretrain_steps=12,
             pretrain_batch_size=8,
             pretrain_seq_len=64,
-            eval_sequences=32,
             finetune_steps=12,
             finetune_train_examples=256,
             finetune_eval_examples=128,
@@ -106,3 +107,16 @@ class Settings:
 
 
 SETTINGS = Settings.from_env()
+
+
+def device_line() -> str:
+    """What the notebooks' first cell prints, so a learner knows which path a notebook takes: the GPU's name,
+    Apple's GPU, or the CPU with the sizes to expect there (:mod:`~mlm_course.lab.settings`)."""
+    device = pick_device()
+    if device.type == "cuda":
+        return f"GPU: {torch.cuda.get_device_name(device)}"
+    if device.type == "mps":
+        return "Apple GPU (MPS)"
+    if SETTINGS.quick:
+        return "CPU: expect the quick sizes"
+    return "CPU: the full sizes, a few minutes for most notebooks (MLM_COURSE_QUICK=1 for the quick ones)"

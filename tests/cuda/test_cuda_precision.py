@@ -4,7 +4,7 @@ here with what the GPU itself reports)."""
 import pytest
 import torch
 
-from mlm_course.lab.precision import autocast_dtype, pick_device
+from mlm_course.precision import autocast_dtype, pick_device
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -200,18 +200,3 @@ def machine(device: torch.device | None = None) -> dict:
         "platform": platform.platform(),
         "torch": torch.__version__,
     }
-
-
-def device_line() -> str:
-    """What the notebooks' first cell prints, so a learner knows which path a notebook takes: the GPU's name,
-    Apple's GPU, or the CPU with the sizes to expect there (:mod:`~mlm_course.lab.settings`)."""
-    from mlm_course.lab.settings import SETTINGS
-
-    device = pick_device()
-    if device.type == "cuda":
-        return f"GPU: {torch.cuda.get_device_name(device)}"
-    if device.type == "mps":
-        return "Apple GPU (MPS)"
-    if SETTINGS.quick:
-        return "CPU: expect the quick sizes"
-    return "CPU: the full sizes, a few minutes for most notebooks (MLM_COURSE_QUICK=1 for the quick ones)"

@@ -1,0 +1,227 @@
+"""The training loop on one screen: what notebook 06 pretrains BERT with and notebook 07 fine-tunes it with.
+
+:func:`train` is the whole loop — the device, the precision and its loss scaler, AdamW and BERT's schedule, one
+:func:`~mlm_course.steps.training_step` per optimiser step over ``grad_accum`` micro-batches, evaluation under
+``torch.no_grad`` every ``eval_every`` steps, and the best weights on the evaluation set kept — in the spirit of
+nanoGPT's ``train.py`` and the Hugging Face course's "A full training". :class:`TrainConfig` holds every setting,
+with the course's recipes as its defaults; :func:`train_with_accelerate` is the same loop with Accelerate, which
+adds several GPUs (DDP), mixed precision and the batches' placement without a line of ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+import torch
+
+from mlm_course import precision
+from mlm_course.steps import Batch, count_targets, linear_schedule, parameter_groups, training_step
+
+#: The evaluation figures where higher is better; for any other (a loss) lower is better.
+HIGHER_IS_BETTER = ("accuracy", "f1", "top1", "top5")
+
+
+class InvalidSettings(ValueError):
+    """Settings refused before any work: ``problems`` maps each bad field to what is wrong with it (the command
+    line names the field as its option: ``mask_rate`` is ``--mask-rate``)."""
+
+    def __init__(self, kind: str, problems: dict[str, str]):
+        self.problems = problems
+        super().__init__(f"invalid {kind} settings: " + "; ".join(f"{k} {v}" for k, v in problems.items()))
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    """Every setting of :func:`train`. The defaults are notebook 06's pretraining recipe; :meth:`fine_tuning`
+    gives notebook 07's. Quick and full mode change ``steps`` and ``batch_size`` only."""
+
+    steps: int = 300  # optimiser steps
+    batch_size: int = 32  # examples per micro-batch
+    grad_accum: int = 1  # micro-batches per optimiser step
+    lr: float = 3e-3  # peak learning rate
+    warmup_ratio: float = 0.1  # linear warm-up over this share of the steps, then linear decay to 0
+    weight_decay: float = 0.01  # AdamW's, on weight matrices only
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-6
+    max_grad_norm: float | None = 1.0  # clip the gradient's norm to this (None: no clipping)
+    eval_every: int = 75  # evaluate every N steps, and after the last
+    log_every: int = 10  # a training row every N steps, their mean loss (reading a loss makes a GPU wait)
+    precision: str = "fp32"  # fp32, bf16, fp16 or auto (precision.autocast_dtype)
+    keep_best: str | None = None  # the evaluation figure whose best value's weights are kept ("loss", "accuracy")
+
+    @classmethod
+    def fine_tuning(cls, **changes) -> TrainConfig:
+        """Notebook 07's recipe: a lower peak rate than pretraining's, the best dev accuracy kept."""
+        return replace(cls(lr=5e-4, eval_every=75, keep_best="accuracy"), **changes)
+
+    def __post_init__(self):
+        self.betas = tuple(self.betas)
+        problems = {name: f"must be a whole number ≥ 1, not {getattr(self, name)!r}"
+                    for name in ("steps", "batch_size", "grad_accum", "eval_every", "log_every")
+                    if not (type(getattr(self, name)) is int and getattr(self, name) >= 1)}
+        checks = {
+            "lr": (self.lr > 0, "must be > 0"),
+            "warmup_ratio": (0 <= self.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
+            "weight_decay": (self.weight_decay >= 0, "must be ≥ 0 (0: no weight decay)"),
+            "betas": (len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "must be two numbers in [0, 1)"),
+            "eps": (self.eps > 0, "must be > 0"),
+            "max_grad_norm": (self.max_grad_norm is None or self.max_grad_norm > 0, "must be > 0 (or None)"),
+            "precision": (self.precision in precision.PRECISIONS, f"must be one of {', '.join(precision.PRECISIONS)}"),
+        }
+        problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
+        if problems:
+            raise InvalidSettings("training", problems)
+
+
+@dataclass
+class Trained:
+    """What :func:`train` returns: the model (with the kept best weights), every logged row, the best row."""
+
+    model: torch.nn.Module
+    history: list[dict]
+    best: dict | None
+    seconds: float
+    tokens: int  # input positions trained on (padding included), for tokens per second
+    steps: int
+
+
+def better(new: dict, old: dict | None, key: str) -> bool:
+    """Whether evaluation ``new`` beats ``old`` on ``key`` (higher accuracy, lower loss)."""
+    if old is None:
+        return True
+    return new[key] > old[key] if key in HIGHER_IS_BETTER else new[key] < old[key]
+
+
+class Record:
+    """What a loop keeps besides the weights: the logged rows, the best evaluation and its weights, the tokens."""
+
+    def __init__(self, keep_best: str | None):
+        self.keep_best, self.history, self.best, self.best_weights = keep_best, [], None, None
+        self.tokens, self.start, self.losses, self.steps_since = 0, time.perf_counter(), 0.0, 0
+
+    def log(self, step: int, split: str, values: dict) -> None:
+        self.history.append({"step": step, "split": split, **values, "seconds": time.perf_counter() - self.start})
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        """A step's loss, summed on the device (no wait) until the next training row."""
+        self.losses, self.steps_since = self.losses + loss.detach(), self.steps_since + 1
+
+    def log_training(self, step: int, lr: float, combine: Callable | None = None) -> None:
+        """A training row: the mean loss of the steps since the last row (``combine``: over the processes)."""
+        mean = self.losses / self.steps_since
+        self.log(step, "train", {"loss": float(combine(mean) if combine else mean), "lr": lr})  # the GPU catches up
+        self.losses, self.steps_since = 0.0, 0
+
+    def evaluation(self, model: torch.nn.Module, step: int, split: str, scores: dict) -> None:
+        if self.keep_best and self.keep_best not in scores:
+            raise ValueError(f"keep_best={self.keep_best!r} is not a figure the evaluation returns "
+                             f"({', '.join(sorted(scores))}): name one of them, or keep_best=None")
+        self.log(step, split, scores)
+        if self.keep_best and better(self.history[-1], self.best, self.keep_best):
+            self.best, self.best_weights = self.history[-1], copy.deepcopy(model.state_dict())
+
+    def result(self, model: torch.nn.Module, steps: int) -> Trained:
+        if self.best_weights is not None:
+            model.load_state_dict(self.best_weights)
+        return Trained(model.eval(), self.history, self.best, time.perf_counter() - self.start, self.tokens, steps)
+
+
+def keep_best(config: TrainConfig, evaluate: Callable | None) -> str | None:
+    """``config.keep_best``, refused before any step when there is no evaluation to pick the best of."""
+    if config.keep_best and evaluate is None:
+        raise ValueError(f"keep_best={config.keep_best!r} needs an evaluation: pass evaluate=..., or keep_best=None")
+    return config.keep_best
+
+
+def optimiser_and_schedule(model: torch.nn.Module, config: TrainConfig, device: torch.device):
+    """AdamW over :func:`~mlm_course.steps.parameter_groups` — fused into one kernel for all weights on CUDA and
+    CPU — and BERT's schedule: linear warm-up over ``warmup_ratio`` of the steps, then linear decay to 0."""
+    fused = {"fused": True} if device.type in ("cuda", "cpu") else {}
+    optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.betas,
+                                  eps=config.eps, **fused)
+    schedule = linear_schedule(int(config.warmup_ratio * config.steps), config.steps)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def due(step: int, every: int, last: int) -> bool:
+    """Whether step ``step`` logs or evaluates: every ``every`` steps, and the last step."""
+    return step % every == 0 or step == last
+
+
+def train(model: torch.nn.Module, batches: Iterable[Batch], loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor],
+          config: TrainConfig, *, evaluate: Callable[[torch.nn.Module], dict] | None = None, split: str = "eval",
+          device: torch.device | str | None = None) -> Trained:
+    """Train ``model`` for ``config.steps`` optimiser steps on ``batches`` (an endless iterator of micro-batches
+    on the host), scoring it with ``evaluate(model) -> dict`` every ``config.eval_every`` steps."""
+    device = precision.pick_device(None if device is None else str(device))
+    model = model.to(device)
+    dtype = precision.autocast_dtype(device, config.precision)  # None: fp32
+    scaler = torch.amp.GradScaler(device.type) if dtype is torch.float16 else None  # fp16 needs loss scaling
+    optimizer, scheduler = optimiser_and_schedule(model, config, device)
+    batches, record = iter(batches), Record(keep_best(config, evaluate))
+    for step in range(1, config.steps + 1):
+        micro_batches = [next(batches) for _ in range(config.grad_accum)]
+        record.tokens += sum(batch["input_ids"].numel() for batch in micro_batches)
+        lr = scheduler.get_last_lr()[0]
+        out = training_step(model, micro_batches, loss_fn, optimizer, scheduler, max_grad_norm=config.max_grad_norm,
+                            dtype=dtype, scaler=scaler)  # to device, autocast, backward, unscale, clip, step, zero
+        record.add_loss(out["loss"])
+        if due(step, config.log_every, config.steps):
+            record.log_training(step, lr)
+        if evaluate is not None and due(step, config.eval_every, config.steps):
+            model.eval()  # dropout off
+            with torch.no_grad(), torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+                record.evaluation(model, step, split, evaluate(model))
+    return record.result(model, config.steps)
+
+
+def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
+                          loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor], config: TrainConfig, *,
+                          evaluate: Callable[[torch.nn.Module], dict] | None = None, split: str = "eval",
+                          accelerator=None) -> Trained:
+    """:func:`train` with Accelerate: the same loop, which ``accelerate launch`` runs on several GPUs (or CPU
+    processes); ``accelerator`` defaults to one in ``config.precision``.
+
+    What changes: ``prepare`` places the model and wraps it (DDP with several processes, autocast in mixed
+    precision); ``accelerator.backward`` scales fp16 losses; its optimiser unscales, skips overflowed steps and
+    updates the scale. Every process draws every micro-batch of a step and trains on its own share, so P processes
+    with ``grad_accum`` micro-batches each train exactly as one batch of P × ``grad_accum``.
+    """
+    from accelerate import Accelerator
+
+    mixed = {"fp32": "no", "auto": None}.get(config.precision, config.precision)
+    accelerator = accelerator or Accelerator(mixed_precision=mixed)
+    optimizer, scheduler = optimiser_and_schedule(model, config, accelerator.device)
+    model, optimizer = accelerator.prepare(model, optimizer)  # not the schedule: ours steps once per optimiser step
+    processes, batches, record = accelerator.num_processes, iter(batches), Record(keep_best(config, evaluate))
+    for step in range(1, config.steps + 1):
+        every = [next(batches) for _ in range(config.grad_accum * processes)]  # the whole step, on every process
+        targets = sum(count_targets(batch) for batch in every)  # over all processes, without communicating
+        mine = every[accelerator.process_index::processes]
+        record.tokens += sum(batch["input_ids"].numel() for batch in mine)
+        lr, step_loss = scheduler.get_last_lr()[0], 0.0
+        model.train()
+        for index, batch in enumerate(mine):
+            last = index == len(mine) - 1
+            with contextlib.nullcontext() if last else accelerator.no_sync(model):  # DDP averages after the last
+                loss = loss_fn(model, {k: v.to(accelerator.device) for k, v in batch.items()})
+                loss = loss * (count_targets(batch) * processes / targets)
+                accelerator.backward(loss)
+            step_loss = step_loss + loss.detach()
+        if config.max_grad_norm is not None:
+            accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)  # unscales fp16 first
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        record.add_loss(step_loss)
+        if due(step, config.log_every, config.steps):
+            record.log_training(step, lr, combine=lambda mean: accelerator.reduce(mean, "mean"))
+        if evaluate is not None and due(step, config.eval_every, config.steps):
+            plain = accelerator.unwrap_model(model).eval()
+            with torch.no_grad(), accelerator.autocast():
+                record.evaluation(plain, step, split, evaluate(plain))
+    return record.result(accelerator.unwrap_model(model), config.steps)
