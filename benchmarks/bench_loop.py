@@ -66,7 +66,7 @@ def fine_tuning_candidates(steps: int) -> dict:
         return fit(model(), data, None, config, pad_token_id=tok.pad_token_id, progress=False, verbose=False).tokens
 
     def loop():
-        config = TrainConfig.fine_tuning(steps=steps, log_every=10)
+        config = TrainConfig.fine_tuning(steps=steps, log_every=10, keep_best=None)  # no evaluation: none to keep
         batches = finetune.training_batches(data, 32, pad_token_id=tok.pad_token_id)
         return train(model(), batches, finetune.classification_loss, config, device="cpu").tokens
 

@@ -13,7 +13,8 @@
 * :mod:`~mlm_course.finetune.display` — :func:`first_available`, :func:`comparison_table`: what notebook 07 shows.
 
 Notebook 07 fine-tunes with the loop of :mod:`mlm_course.train`; the command line's runs (``mlm-course finetune``,
-early stopping, run files) are in :mod:`mlm_course.lab.finetune_run`. Every name here is importable from ``mlm_course.finetune`` itself.
+early stopping, run files) are in :mod:`mlm_course.lab.finetune_run`. Every name here is importable from
+``mlm_course.finetune`` itself.
 """
 
 from mlm_course.finetune.classifier import (
