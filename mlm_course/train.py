@@ -200,16 +200,17 @@ def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
     processes, batches, record = accelerator.num_processes, iter(batches), Record(keep_best(config, evaluate))
     for step in range(1, config.steps + 1):
         every = [next(batches) for _ in range(config.grad_accum * processes)]  # the whole step, on every process
-        targets = sum(count_targets(batch) for batch in every)  # over all processes, without communicating
-        mine = every[accelerator.process_index::processes]
-        record.tokens += sum(batch["input_ids"].numel() for batch in mine)
+        counts = [count_targets(batch) for batch in every]
+        targets = sum(counts)  # over all processes, without communicating
+        mine = list(zip(every, counts, strict=True))[accelerator.process_index::processes]
+        record.tokens += sum(batch["input_ids"].numel() for batch, _ in mine)
         lr, step_loss = scheduler.get_last_lr()[0], 0.0
         model.train()
-        for index, batch in enumerate(mine):
+        for index, (batch, count) in enumerate(mine):
             last = index == len(mine) - 1
             with contextlib.nullcontext() if last else accelerator.no_sync(model):  # DDP averages after the last
                 loss = loss_fn(model, {k: v.to(accelerator.device) for k, v in batch.items()})
-                loss = loss * (count_targets(batch) * processes / targets)
+                loss = loss * (count * processes / targets)
                 accelerator.backward(loss)
             step_loss = step_loss + loss.detach()
         if config.max_grad_norm is not None:
