@@ -73,7 +73,7 @@ def time_ours(args, tok, blocks, precision: str, sparse: bool) -> float:
                             eval_every=10**9, save_every=10**9, log_every=args.warmup, device=args.device,
                             precision=precision, mask_rate=MASK_RATE, sparse_logits=sparse)
     result = pretrain(model, tok, blocks, blocks[: args.batch_size], config, progress=False)
-    return timing.seconds_between_logged_steps(result.metrics, args.warmup, steps)
+    return timing.seconds_between_logged_steps(result.history, args.warmup, steps)
 
 
 def time_trainer(args, tok, blocks, precision: str | None) -> float:

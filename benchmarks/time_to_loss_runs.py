@@ -8,7 +8,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -24,7 +24,7 @@ from mlm_course import bert, corpus, precision, tokenization
 from mlm_course.lab.batch_order import cycle_batches
 from mlm_course.lab.pretrain_run import PretrainConfig, training_batches
 from mlm_course.lab.run_files import write_json_atomic
-from mlm_course.lab.runner import LoopConfig, TrainLoop
+from mlm_course.lab.runner import LoopConfig, OptimiserSettings, TrainLoop
 from mlm_course.models import build_config, build_model
 from mlm_course.objective import masked_lm_loss
 from mlm_course.pretraining import frozen_eval_batches, mask_blocks, pack_blocks
@@ -198,7 +198,7 @@ def run_course(data: Data, sizes: Sizes, chosen: str, name: str, recorder_for) -
     model = build_model("tiny", data.tokenizer, seed=config.seed, max_length=SEQ_LEN, dropout=config.dropout)
     recorder = recorder_for(BATCH * SEQ_LEN)
     batches = training_batches(blocks, data.tokenizer, config, slots=1, make_batch=make_batch)
-    outcome = train_in_course_loop(model, config.loop_config(), batches, masked_lm_loss, recorder)
+    outcome = train_in_course_loop(model, runner_config(config), batches, masked_lm_loss, recorder)
     settings = {k: v for k, v in vars(config).items() if k not in ("eval_every", "save_every", "log_every")}
     return {"settings": settings | {"betas": list(config.betas), "mask_mix": list(config.mask_mix)}, **extra,
             **outcome}
@@ -333,12 +333,19 @@ def matmul_rates(size: int = 2048) -> dict:
             for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
 
 
+def runner_config(config: PretrainConfig) -> LoopConfig:
+    """The runner's settings for a course recipe (the runner this benchmark measured; ``mlm-course pretrain`` now
+    trains with :func:`mlm_course.train.train_with_accelerate`)."""
+    shared = {f.name: getattr(config, f.name) for f in fields(OptimiserSettings)}
+    return LoopConfig(**shared, steps=config.steps, eval_every=config.eval_every, save_every=config.save_every)
+
+
 def throughput_loops(data: Data, chosen: str) -> dict[str, TrainLoop]:
     """One runner per candidate, each with its own model and batches, never evaluating."""
     def course(**changes) -> TrainLoop:
         config = course_config(chosen, eval_every=10**9, **changes)
         model = build_model("tiny", data.tokenizer, seed=0, max_length=SEQ_LEN, dropout=config.dropout)
-        return TrainLoop(model, config.loop_config(), batch_for_step=training_batches(
+        return TrainLoop(model, runner_config(config), batch_for_step=training_batches(
             data.train_blocks, data.tokenizer, config, slots=1), loss_fn=masked_lm_loss, progress=False)
 
     def transformers(precision_used: str) -> TrainLoop:

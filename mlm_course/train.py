@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -44,6 +45,7 @@ class TrainConfig:
     grad_accum: int = 1  # micro-batches per optimiser step
     lr: float = 3e-3  # peak learning rate
     warmup_ratio: float = 0.1  # linear warm-up over this share of the steps, then linear decay to 0
+    warmup_steps: int | None = None  # the warm-up as a number of steps instead (wins over warmup_ratio)
     weight_decay: float = 0.01  # AdamW's, on weight matrices only
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-6
@@ -66,6 +68,8 @@ class TrainConfig:
         checks = {
             "lr": (self.lr > 0, "must be > 0"),
             "warmup_ratio": (0 <= self.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
+            "warmup_steps": (self.warmup_steps is None or (type(self.warmup_steps) is int and self.warmup_steps >= 0),
+                             "must be a whole number of steps ≥ 0"),
             "weight_decay": (self.weight_decay >= 0, "must be ≥ 0 (0: no weight decay)"),
             "betas": (len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "must be two numbers in [0, 1)"),
             "eps": (self.eps > 0, "must be > 0"),
@@ -97,18 +101,26 @@ def better(new: dict, old: dict | None, key: str) -> bool:
 
 
 class Record:
-    """What a loop keeps besides the weights: the logged rows, the best evaluation and its weights, the tokens."""
+    """What a loop keeps besides the weights: the logged rows, the best evaluation and its weights, the tokens.
+    ``on_row(row)`` sees each row as it is logged (a run's metrics file); ``state_dict``/``load_state_dict`` let a
+    checkpoint carry it, so a resumed run logs and keeps what an uninterrupted one does."""
 
-    def __init__(self, keep_best: str | None):
-        self.keep_best, self.history, self.best, self.best_weights = keep_best, [], None, None
-        self.tokens, self.start, self.losses, self.steps_since = 0, time.perf_counter(), 0.0, 0
+    def __init__(self, keep_best: str | None, on_row: Callable[[dict], None] | None = None):
+        self.keep_best, self.on_row, self.history, self.best, self.best_weights = keep_best, on_row, [], None, None
+        self.tokens, self.steps, self.losses, self.steps_since = 0, 0, 0.0, 0
+        self.start, self.seconds_before = time.perf_counter(), 0.0  # seconds_before: of the run before a resume
+
+    def seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.start
 
     def log(self, step: int, split: str, values: dict) -> None:
-        self.history.append({"step": step, "split": split, **values, "seconds": time.perf_counter() - self.start})
+        self.history.append({"step": step, "split": split, **values, "seconds": round(self.seconds(), 4)})
+        if self.on_row is not None:
+            self.on_row(self.history[-1])
 
     def add_loss(self, loss: torch.Tensor) -> None:
         """A step's loss, summed on the device (no wait) until the next training row."""
-        self.losses, self.steps_since = self.losses + loss.detach(), self.steps_since + 1
+        self.losses, self.steps_since, self.steps = self.losses + loss.detach(), self.steps_since + 1, self.steps + 1
 
     def log_training(self, step: int, lr: float, combine: Callable | None = None) -> None:
         """A training row: the mean loss of the steps since the last row (``combine``: over the processes)."""
@@ -124,10 +136,19 @@ class Record:
         if self.keep_best and better(self.history[-1], self.best, self.keep_best):
             self.best, self.best_weights = self.history[-1], copy.deepcopy(model.state_dict())
 
-    def result(self, model: torch.nn.Module, steps: int) -> Trained:
+    def state_dict(self) -> dict:
+        names = ("history", "best", "best_weights", "tokens", "steps", "losses", "steps_since")
+        return {name: getattr(self, name) for name in names} | {"seconds_before": self.seconds()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.start = time.perf_counter()
+
+    def result(self, model: torch.nn.Module) -> Trained:
         if self.best_weights is not None:
             model.load_state_dict(self.best_weights)
-        return Trained(model.eval(), self.history, self.best, time.perf_counter() - self.start, self.tokens, steps)
+        return Trained(model.eval(), self.history, self.best, self.seconds(), self.tokens, self.steps)
 
 
 def keep_best(config: TrainConfig, evaluate: Callable | None) -> str | None:
@@ -139,11 +160,13 @@ def keep_best(config: TrainConfig, evaluate: Callable | None) -> str | None:
 
 def optimiser_and_schedule(model: torch.nn.Module, config: TrainConfig, device: torch.device):
     """AdamW over :func:`~mlm_course.steps.parameter_groups` — fused into one kernel for all weights on CUDA and
-    CPU — and BERT's schedule: linear warm-up over ``warmup_ratio`` of the steps, then linear decay to 0."""
+    CPU — and BERT's schedule: linear warm-up over ``warmup_steps`` (or ``warmup_ratio`` of the steps), then linear
+    decay to 0."""
     fused = {"fused": True} if device.type in ("cuda", "cpu") else {}
     optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.betas,
                                   eps=config.eps, **fused)
-    schedule = linear_schedule(int(config.warmup_ratio * config.steps), config.steps)
+    warmup = config.warmup_steps if config.warmup_steps is not None else int(config.warmup_ratio * config.steps)
+    schedule = linear_schedule(warmup, config.steps)
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
@@ -176,29 +199,43 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], loss_fn: Callable[[t
             model.eval()  # dropout off
             with torch.no_grad(), torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
                 record.evaluation(model, step, split, evaluate(model))
-    return record.result(model, config.steps)
+    return record.result(model)
+
+
+def mixed_precision(name: str, device: torch.device | None = None) -> str:
+    """Accelerate's name ("no", "bf16", "fp16") for the precision ``name`` gives on ``device`` (default: the best
+    available): :func:`~mlm_course.precision.autocast_dtype` decides, ``auto`` included."""
+    dtype = precision.autocast_dtype(device or precision.pick_device(), name)
+    return {None: "no", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
 
 
 def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
                           loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor], config: TrainConfig, *,
                           evaluate: Callable[[torch.nn.Module], dict] | None = None, split: str = "eval",
-                          accelerator=None) -> Trained:
+                          accelerator=None, run=None) -> Trained:
     """:func:`train` with Accelerate: the same loop, which ``accelerate launch`` runs on several GPUs (or CPU
     processes); ``accelerator`` defaults to one in ``config.precision``.
 
     What changes: ``prepare`` places the model and wraps it (DDP with several processes, autocast in mixed
     precision); ``accelerator.backward`` scales fp16 losses; its optimiser unscales, skips overflowed steps and
     updates the scale. Every process draws every micro-batch of a step and trains on its own share, so P processes
-    with ``grad_accum`` micro-batches each train exactly as one batch of P × ``grad_accum``.
+    with ``grad_accum`` micro-batches each train exactly as one batch of P × ``grad_accum``. ``run`` (a
+    :class:`~mlm_course.lab.run_files.RunFolder`) writes each row and, through ``accelerator.save_state``, the
+    checkpoints a killed run resumes from: weights, optimiser, schedule, loss scale, this record, random states.
     """
     from accelerate import Accelerator
 
-    mixed = {"fp32": "no", "auto": None}.get(config.precision, config.precision)
-    accelerator = accelerator or Accelerator(mixed_precision=mixed)
+    accelerator = accelerator or Accelerator(mixed_precision=mixed_precision(config.precision))
     optimizer, scheduler = optimiser_and_schedule(model, config, accelerator.device)
     model, optimizer = accelerator.prepare(model, optimizer)  # not the schedule: ours steps once per optimiser step
-    processes, batches, record = accelerator.num_processes, iter(batches), Record(keep_best(config, evaluate))
-    for step in range(1, config.steps + 1):
+    plain = accelerator.unwrap_model(model, keep_torch_compile=False)  # no DDP, not compiled: to evaluate, save
+    record = Record(keep_best(config, evaluate), on_row=run.log if run else None)
+    accelerator.register_for_checkpointing(scheduler, record)  # save_state and load_state carry them too
+    if run is not None:
+        run.resume(accelerator, plain, record)  # from its latest checkpoint, if it has one
+    processes, start = accelerator.num_processes, record.steps
+    batches = itertools.islice(batches, start * config.grad_accum * processes, None)  # skip the steps done
+    for step in range(start + 1, config.steps + 1):
         every = [next(batches) for _ in range(config.grad_accum * processes)]  # the whole step, on every process
         counts = [count_targets(batch) for batch in every]
         targets = sum(counts)  # over all processes, without communicating
@@ -222,7 +259,8 @@ def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
         if due(step, config.log_every, config.steps):
             record.log_training(step, lr, combine=lambda mean: accelerator.reduce(mean, "mean"))
         if evaluate is not None and due(step, config.eval_every, config.steps):
-            plain = accelerator.unwrap_model(model).eval()
             with torch.no_grad(), accelerator.autocast():
-                record.evaluation(plain, step, split, evaluate(plain))
-    return record.result(accelerator.unwrap_model(model), config.steps)
+                record.evaluation(plain.eval(), step, split, evaluate(plain))
+        if run is not None:
+            run.after_step(accelerator, step, config.steps)  # a checkpoint every save_every steps, and the last
+    return record.result(plain)

@@ -69,9 +69,9 @@ def train_stage(model: torch.nn.Module, overrides: dict, out: Path, data: tuple[
     cpu = time.process_time()
     result = pretrain(model, tokenizer, *data, config, out_dir=out, progress=False)
     cpu = time.process_time() - cpu
-    heldout = [row for row in result.metrics if row["split"] == "eval"][-1]
+    heldout = [row for row in result.history if row["split"] == "eval"][-1]
     comparison = chinese.compare_with_bigram(model, tokenizer, chinese.heldout_lines(), chinese.training_bigrams())
-    return stage_record(config, result.steps_done, cpu, heldout, comparison)
+    return stage_record(config, result.steps, cpu, heldout, comparison)
 
 
 def stage_record(config: PretrainConfig, steps: int, cpu_seconds: float, heldout: dict, one_at_a_time: dict) -> dict:

@@ -138,3 +138,13 @@ def _every_figure_also_in_chinese(request, monkeypatch):
     yield
     for function, args, kwargs, english in calls:
         _check_the_chinese_figure(monkeypatch, function, args, kwargs, english)
+
+
+@pytest.fixture(autouse=True)
+def _one_accelerate_state_per_test():
+    """Accelerate keeps one precision and device per process (a second one is refused); a test process runs many
+    tests, so each test starts with none — what accelerate's own tests do (``AccelerateTestCase.tearDown``)."""
+    yield
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(True)

@@ -34,8 +34,8 @@ def test_a_timing_run_of_fewer_than_one_step_is_refused_before_any_training(step
 
 class _Result:
     def __init__(self, steps):
-        self.steps_done = steps
-        self.metrics = [{"split": "eval", "loss": 5.0 - steps / 1000, "perplexity": 1.0, "top1": 0.2, "top5": 0.3,
+        self.steps = steps
+        self.history = [{"split": "eval", "loss": 5.0 - steps / 1000, "perplexity": 1.0, "top1": 0.2, "top5": 0.3,
                          "tokens": 7, "step": steps, "seconds": 1.0}]
 
 

@@ -230,14 +230,11 @@ def test_calibration_plans_the_steps_that_fit_the_budget(monkeypatch, tiny_model
 
 
 def test_minutes_budget_trains_the_planned_steps(tmp_path, monkeypatch):
-    """--minutes writes the calibrated plan and trains it when time is left; out of time it stops after a step."""
+    """--minutes writes the calibrated plan and trains it (the plan, not the clock, ends the run)."""
     monkeypatch.setattr(pretrain_run, "calibrate_steps", lambda *args, **kwargs: 5)
     assert cli.main([*TINY_RUN, "--out", str(tmp_path / "roomy"), "--minutes", "30"]) == 0
     assert json.loads((tmp_path / "roomy" / "plan.json").read_text())["steps"] == 5
     assert json.loads((tmp_path / "roomy" / "results.json").read_text())["steps"] == 5
-    assert cli.main([*TINY_RUN, "--out", str(tmp_path / "tight"), "--minutes", "1e-9"]) == 0
-    assert json.loads((tmp_path / "tight" / "plan.json").read_text())["steps"] == 5
-    assert json.loads((tmp_path / "tight" / "results.json").read_text())["steps"] == 1
 
 
 def test_init_from_continues_a_saved_model(tmp_path):
@@ -305,7 +302,7 @@ pretrain = pretrain_run.pretrain
 
 def pretrain_and_report(*args, **kwargs):
     result = pretrain(*args, **kwargs)
-    rows = [{k: v for k, v in row.items() if k != "seconds"} for row in result.metrics if row["split"] == "eval"]
+    rows = [{k: v for k, v in row.items() if k != "seconds"} for row in result.history if row["split"] == "eval"]
     Path(sys.argv[1], f"heldout-{os.environ['RANK']}.json").write_text(json.dumps(rows))
     return result
 
@@ -318,9 +315,9 @@ sys.exit(cli.main(sys.argv[2:]))
 @pytest.mark.slow
 def test_two_processes_train_what_one_process_with_accumulation_trains(tmp_path):
     """`pretrain` under a 2-process launcher (gloo on CPU): process p trains micro-batch slot p of each step with
-    its own masks and its own dropout, DDP averages the gradients, so 2 processes × 1 micro-batch reach the weights
-    of 1 process × 2 accumulated micro-batches; every process scores all the held-out batches itself, so both
-    report the held-out figures of one process."""
+    its own masks, DDP averages the gradients weighted by target tokens, so 2 processes × 1 micro-batch reach the
+    weights of 1 process × 2 accumulated micro-batches (without dropout: its draws follow each process's order);
+    every process scores all the held-out batches itself, so both report the held-out figures of one process."""
     import os
     import subprocess
     import sys
@@ -329,7 +326,8 @@ def test_two_processes_train_what_one_process_with_accumulation_trains(tmp_path)
     from safetensors.torch import load_file
 
     common = ["pretrain", "--size", "tiny", "--steps", "3", "--batch-size", "4", "--seq-len", "32",
-              "--max-chars", "20000", "--eval-every", "100", "--device", "cpu", "--precision", "fp32", "--no-progress"]
+              "--max-chars", "20000", "--eval-every", "100", "--device", "cpu", "--precision", "fp32", "--no-progress",
+              "--dropout", "0"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     (tmp_path / "each_process_reports.py").write_text(EACH_PROCESS_REPORTS)
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",

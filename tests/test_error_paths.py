@@ -1,15 +1,20 @@
 """Error paths a learner can reach: each raises a ValueError whose sentence says what to change."""
 
+import itertools
+
 import pytest
 import torch
+from accelerate import Accelerator
 from transformers import BertConfig
 
 from mlm_course import masking
 from mlm_course.bert import BertMLM
 from mlm_course.lab import cli
-from mlm_course.lab.runner import LoopConfig, TrainLoop
+from mlm_course.lab.run_files import RunFolder
+from mlm_course.lab.runner import check_same_shape
 from mlm_course.mask_checks import count_distinct_masks
 from mlm_course.objective import masked_lm_loss
+from mlm_course.train import TrainConfig, train_with_accelerate
 from mlm_course.whole_word import word_starts
 
 # ---- resuming into a model that does not fit the checkpoint -----------------------------------------------------
@@ -24,30 +29,31 @@ def _bert(**overrides) -> BertMLM:
     return BertMLM(BertConfig(**{**values, **overrides}))
 
 
-def _loop(model, out_dir) -> TrainLoop:
-    config = LoopConfig(steps=2, batch_size=2, lr=1e-3, warmup_steps=0, save_every=1, eval_every=10, log_every=1,
-                        device="cpu")
+def _train(model, out_dir, *, resume: bool = False):
+    """2 steps of the lessons' loop with Accelerate, a checkpoint after each, into ``out_dir`` (or resumed there)."""
+    config = TrainConfig(steps=2, batch_size=2, lr=1e-3, warmup_steps=0, eval_every=10, log_every=1)
     ids = torch.randint(1, VOCAB, (2, 8), generator=torch.Generator().manual_seed(0))
-    return TrainLoop(model, config, batch_for_step=lambda step, slot: {"input_ids": ids, "labels": ids},
-                     loss_fn=masked_lm_loss, out_dir=out_dir, progress=False)
+    run = RunFolder(out_dir, save_every=1, settings={"steps": 2, "batch_size": 2, "grad_accum": 1, "lr": 1e-3,
+                                                     "seed": 0}, resume=resume, check_model=check_same_shape)
+    return train_with_accelerate(model, itertools.repeat({"input_ids": ids, "labels": ids}), masked_lm_loss, config,
+                                 accelerator=Accelerator(cpu=True), run=run)
 
 
 @pytest.fixture(scope="module")
 def checkpointed_run(tmp_path_factory):
     """A finished 2-step run of a 1-layer, hidden-16 BERT with its checkpoints."""
     out = tmp_path_factory.mktemp("run")
-    _loop(_bert(), out).train()
+    _train(_bert(), out)
     return out
 
 
 def test_resume_into_the_same_model_works(checkpointed_run):
-    loop = _loop(_bert(), checkpointed_run)
-    assert loop.resume() and loop.step == 2
+    assert _train(_bert(), checkpointed_run, resume=True).steps == 2
 
 
 def test_resume_into_a_deeper_model_names_both_shapes(checkpointed_run):
     with pytest.raises(ValueError) as error:
-        _loop(_bert(num_hidden_layers=2), checkpointed_run).resume()
+        _train(_bert(num_hidden_layers=2), checkpointed_run, resume=True)
     assert str(error.value) == (
         f"the checkpoint in {checkpointed_run / 'checkpoint-2'} is custom (hidden 16, 1 layer, vocabulary 50) but "
         "this run builds custom (hidden 16, 2 layers, vocabulary 50): resume with the model configuration it was "
@@ -57,15 +63,14 @@ def test_resume_into_a_deeper_model_names_both_shapes(checkpointed_run):
 def test_resume_into_a_wider_model_names_both_shapes(checkpointed_run):
     with pytest.raises(ValueError, match=r"is custom \(hidden 16, 1 layer, vocabulary 50\) but this run builds "
                                          r"custom \(hidden 24, 1 layer, vocabulary 50\)"):
-        _loop(_bert(hidden_size=24, num_attention_heads=2), checkpointed_run).resume()
+        _train(_bert(hidden_size=24, num_attention_heads=2), checkpointed_run, resume=True)
 
 
 def test_resume_with_another_vocabulary_names_both_and_the_tokenizer(checkpointed_run):
     with pytest.raises(ValueError, match=r"vocabulary 50\) but this run builds custom \(hidden 16, 1 layer, "
                                          r"vocabulary 60\): resume with the tokenizer it was trained with or start "
                                          r"a new --out"):
-        _loop(_bert(vocab_size=60), checkpointed_run).resume()
-
+        _train(_bert(vocab_size=60), checkpointed_run, resume=True)
 
 
 # ---- masking ----------------------------------------------------------------------------------------------------

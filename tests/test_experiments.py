@@ -103,9 +103,9 @@ def test_train_with_batches_is_pretrains_loop(small_bert, course_tok):
     b = small_bert(0, 16)
     ours = experiments.train_with_batches(a, course_tok, blocks, config)
     ref = pretrain_run.pretrain(b, course_tok, blocks, blocks[:4], config, progress=False)
-    losses = [[m["loss"] for m in r.metrics if m["split"] == "train"] for r in (ours, ref)]
+    losses = [[m["loss"] for m in r.history if m["split"] == "train"] for r in (ours, ref)]
     assert losses[0] == losses[1] and len(losses[0]) == 3
     buggy = experiments.train_with_batches(
         small_bert(0, 16), course_tok, blocks, config,
         make_batch=experiments.buggy_mask_blocks)
-    assert [m["loss"] for m in buggy.metrics if m["split"] == "train"] != losses[0]
+    assert [m["loss"] for m in buggy.history if m["split"] == "train"] != losses[0]

@@ -1,8 +1,6 @@
 """Seed streams: every draw of a run gets its own seed, provably (the packing is one-to-one), and refuses what it
 cannot pack."""
 
-import contextlib
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -56,35 +54,11 @@ def test_what_cannot_be_packed_is_refused(args, message):
         seeds.seed_for(*args)
 
 
-class OneOfTwoProcesses:
-    """Process ``index`` of two, simulated on the CPU: the runner's view of ``accelerate launch --num_processes 2``
-    (its slots, its share of the batches) without a process group; gradients are not averaged."""
-
-    def __init__(self, index: int):
-        self.count = 2
-        self.index = index
-        self.is_main = index == 0
-        self.state = SimpleNamespace(device=torch.device("cpu"))
-
-    def wait(self) -> None:
-        pass
-
-    def mean(self, values: torch.Tensor) -> torch.Tensor:
-        return values
-
-    def sum(self, values: torch.Tensor) -> torch.Tensor:
-        return values
-
-    def wrap(self, model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-        model.no_sync = contextlib.nullcontext  # what DDP offers the micro-batches before the last
-        return model
-
-
 def test_a_real_run_derives_a_different_seed_for_every_draw(tiny_model, bert_tok, sample_text, monkeypatch):
-    """Every seed a pretraining run derives (masks, dropout, epoch order), recorded over both processes of a
-    simulated two-process run with 2 micro-batches each (4 slots a step) over 6 steps: different
-    (stream, step, slot) draws never got the same seed, and every slot of every step drew its own."""
-    from mlm_course.lab import hardware
+    """Every seed a pretraining run derives (masks, dropout, epoch order), recorded over a run with 4 micro-batch
+    slots a step (what two processes of 2 micro-batches each draw: every process draws every slot) over 6 steps:
+    different (stream, step, slot) draws never got the same seed, and every slot of every step drew its own."""
+    from mlm_course.lab import batch_order
     from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
     from mlm_course.pretraining import pack_blocks
 
@@ -97,13 +71,12 @@ def test_a_real_run_derives_a_different_seed_for_every_draw(tiny_model, bert_tok
         return seed
 
     monkeypatch.setattr(seeds, "seed_for", recording)  # generator_for's derivations
-    monkeypatch.setattr(hardware, "seed_for", recording)  # the dropout of each micro-batch
+    monkeypatch.setattr(batch_order, "seed_for", recording)  # the dropout of each step's micro-batches
     blocks = pack_blocks([sample_text, sample_text.upper()], bert_tok, seq_len=32)
-    config = PretrainConfig(steps=6, batch_size=4, grad_accum=2, seq_len=32, mask_rate=0.3, eval_every=6,
+    config = PretrainConfig(steps=6, batch_size=4, grad_accum=4, seq_len=32, mask_rate=0.3, eval_every=6,
                             save_every=6, log_every=3, seed=5, device="cpu", precision="fp32")
     assert 6 * 4 * config.batch_size > len(blocks), "the run should see a second epoch"
-    for index in (0, 1):
-        pretrain(tiny_model(), bert_tok, blocks, blocks[:2], config, progress=False, processes=OneOfTwoProcesses(index))
+    pretrain(tiny_model(), bert_tok, blocks, blocks[:2], config)
     assert len(set(derived.values())) == len(derived)
     per_step = {(stream, step, slot) for _, stream, step, slot in derived if stream in ("masks", "dropout")}
     assert per_step == {(stream, step, slot) for stream in ("masks", "dropout") for step in range(6) for slot in range(4)}

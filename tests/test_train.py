@@ -223,3 +223,50 @@ def test_two_processes_train_what_one_process_with_two_micro_batches_trains(tmp_
     for name, value in weights.items():
         torch.testing.assert_close(two[name], value, atol=1e-6, rtol=1e-5, msg=name)
     assert json.loads((tmp_path / "losses.json").read_text()) == pytest.approx(losses, rel=1e-5)
+
+
+class Killed(Exception):
+    """What a run killed part-way raises here."""
+
+
+def _batches_until(batches: list[dict], kill_at: int | None = None):
+    """The batches over and over; ``Killed`` when batch ``kill_at`` is asked for."""
+    for index, batch in enumerate(itertools.cycle(batches)):
+        if index == kill_at:
+            raise Killed
+        yield batch
+
+
+def test_a_killed_run_resumes_to_the_weights_and_rows_of_an_uninterrupted_one(tiny_model, bert_tok, blocks, tmp_path):
+    """Accelerate's save_state/load_state through RunFolder: killed after step 4 of 7 (its checkpoint at step 3, in
+    the middle of a 2-step logging window), the resumed run reaches the uninterrupted run's weights bit for bit —
+    dropout on, so the random state travels too — and writes the same metrics rows and evaluations."""
+    from accelerate import Accelerator
+
+    from mlm_course.lab.run_files import RunFolder, read_metrics
+
+    small = fixed_batches(blocks, bert_tok, 4, 4)
+    config = train.TrainConfig(steps=7, batch_size=4, lr=1e-3, warmup_ratio=0.0, log_every=2, eval_every=3)
+    settings = {"steps": 7, "batch_size": 4, "grad_accum": 1, "lr": 1e-3, "seed": 0}
+    model = tiny_model()  # dropout 0.1
+
+    def run(out, batches, resume=False):
+        torch.manual_seed(1 if resume else 0)  # the resumed run's dropout draws come from the checkpoint
+        return train.train_with_accelerate(
+            copy.deepcopy(model), batches, masked_lm_loss, config, evaluate=lambda m: {"loss": 1.0},
+            accelerator=Accelerator(cpu=True), run=RunFolder(out, save_every=3, settings=settings, resume=resume))
+
+    whole = run(tmp_path / "whole", _batches_until(small))
+    with pytest.raises(Killed):
+        run(tmp_path / "killed", _batches_until(small, kill_at=4))
+    assert (tmp_path / "killed" / "latest_checkpoint.txt").read_text() == "checkpoint-3"
+    resumed = run(tmp_path / "killed", _batches_until(small), resume=True)
+    for (name, a), b in zip(whole.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    strip = [[{k: v for k, v in row.items() if k != "seconds"} for row in read_metrics(tmp_path / run_name)]
+             for run_name in ("whole", "killed")]
+    assert strip[0] == strip[1] and [row["step"] for row in strip[0] if row["split"] == "train"] == [2, 4, 6, 7]
+    assert resumed.steps == whole.steps == 7
+    with pytest.raises(ValueError, match="trained with lr=0.001, not 0.002: resume with the same settings"):
+        RunFolder(tmp_path / "killed", save_every=3, settings={**settings, "lr": 2e-3}, resume=True).resume(
+            Accelerator(cpu=True), model, train.Record(None))

@@ -106,15 +106,14 @@ def variant_config(variant: Variant, seed: int, budget: Budget) -> PretrainConfi
                           eval_every=budget.steps, save_every=budget.steps, seed=seed, precision="fp32")
 
 
-def pretrain_variant(variant: Variant, seed: int, budget: Budget, data: GridData,
-                     progress: bool = False) -> tuple[torch.nn.Module, dict]:
+def pretrain_variant(variant: Variant, seed: int, budget: Budget, data: GridData) -> tuple[torch.nn.Module, dict]:
     """Pretrain one variant with one seed and score it on the held-out masks (overall and by action)."""
     start = time.perf_counter()
     config = variant_config(variant, seed, budget)
     model = models.build_model(budget.size, data.tokenizer, seed=seed, max_length=budget.seq_len, dropout=0.0)
     blocks = data.small_blocks if variant.small_data else data.train_blocks
-    result = pretrain(model, data.tokenizer, blocks, data.eval_blocks, config, progress=progress)
-    heldout = [m for m in result.metrics if m["split"] == "eval"][-1]
+    result = pretrain(model, data.tokenizer, blocks, data.eval_blocks, config)
+    heldout = [m for m in result.history if m["split"] == "eval"][-1]
     model = model.cpu().eval()
     return model, {
         "key": variant.key, "seed": seed,
@@ -126,11 +125,11 @@ def pretrain_variant(variant: Variant, seed: int, budget: Budget, data: GridData
 
 
 def run_variant(variant: Variant, seed: int, budget: Budget, data: GridData, work_dir: Path,
-                progress: bool = False, downstream: bool = True) -> dict:
+                downstream: bool = True) -> dict:
     """Pretrain one variant with one seed, then score it three ways (``downstream=False``: held-out loss only).
     Returns the run's row."""
     start = time.perf_counter()
-    model, row = pretrain_variant(variant, seed, budget, data, progress)
+    model, row = pretrain_variant(variant, seed, budget, data)
     if downstream:
         row["probe"] = feature_probe(model, data.sentiment, data.tokenizer.pad_token_id)
         row["finetune"] = fine_tune_accuracy(model, data, budget, seed, work_dir)

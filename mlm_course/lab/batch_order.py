@@ -6,11 +6,12 @@ A function of (step, slot) only, never of what ran before, so a resumed run and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 
 import torch
 
-from mlm_course.lab.seeds import generator_for
+from mlm_course.lab.seeds import generator_for, seed_for
 
 
 def check_enough_examples(n_examples: int, batch_size: int) -> None:
@@ -36,3 +37,18 @@ def cycle_batches(n_examples: int, batch_size: int, seed: int) -> Callable[[int,
         return order[position * batch_size : (position + 1) * batch_size]
 
     return indices
+
+
+def step_batches(batch_for_step: Callable[[int, int], dict[str, torch.Tensor]], slots: int,
+                 seed: int) -> Iterator[dict[str, torch.Tensor]]:
+    """The micro-batches :func:`mlm_course.train.train_with_accelerate` draws, in its order: step after step,
+    ``slots`` per step (micro-batches × processes), micro-batch ``(step, slot)`` being ``batch_for_step(step,
+    slot)``. Each step's dropout is seeded from (step, slot) as it is drawn (stream ``dropout``), so a run draws the
+    same dropout whatever came before — a resumed run or a replayed one included. An attention mask without padding
+    is left out here, where checking it costs nothing (on a GPU, ``mask.all()`` would wait for the device)."""
+    for step in itertools.count():
+        for slot in range(slots):
+            batch = batch_for_step(step, slot)
+            torch.manual_seed(seed_for(seed, "dropout", step, slot))
+            yield {key: value for key, value in batch.items()
+                   if not (key == "attention_mask" and bool(value.all()))}

@@ -11,12 +11,11 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from mlm_course import masking
-from mlm_course.lab.pretrain_run import PretrainConfig, training_batches
-from mlm_course.lab.runner import TrainLoop, TrainResult
+from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.masking import MaskSpec
-from mlm_course.objective import masked_lm_loss
 from mlm_course.pretraining import mask_blocks, masked_predictions
 from mlm_course.statistics import mean_interval
+from mlm_course.train import Trained
 
 
 def buggy_mask_blocks(
@@ -36,15 +35,12 @@ def buggy_mask_blocks(
 
 
 def train_with_batches(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_blocks: torch.Tensor,
-                       config: PretrainConfig, *, make_batch: Callable[..., dict[str, torch.Tensor]] = mask_blocks,
-                       progress: bool = False) -> TrainResult:
-    """:func:`mlm_course.lab.pretrain_run.pretrain` (its batches, seeds, loss and step) with a replaceable batch
+                       config: PretrainConfig, *, make_batch: Callable[..., dict[str, torch.Tensor]] = mask_blocks
+                       ) -> Trained:
+    """:func:`mlm_course.lab.pretrain_run.pretrain` (its batches, seeds, loss and loop) with a replaceable batch
     maker, e.g. :func:`buggy_mask_blocks`; no held-out evaluation during training (use
     :func:`evaluate_by_action` after)."""
-    slots = config.grad_accum
-    batch_for_step = training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch)
-    return TrainLoop(model, config.loop_config(), batch_for_step=batch_for_step, loss_fn=masked_lm_loss,
-                     progress=progress).train()
+    return pretrain(model, tokenizer, train_blocks, None, config, make_batch=make_batch)
 
 
 def evaluate_by_action(model: torch.nn.Module, batches: Sequence[Mapping[str, torch.Tensor]],

@@ -100,7 +100,7 @@ def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple
     rate, mfu = utilisation(model.config, train.tokens, train.seconds, config.seq_len, device,
                             head_share=config.mask_rate, dtype=autocast_dtype(device, config.precision))
     return out, {"what": f"pretrain course BERT ({sizes.pretrain_size}) from scratch", "device": str(device),
-                 "parameters": models.count_parameters(model)["total"], "steps": train.steps_done,
+                 "parameters": models.count_parameters(model)["total"], "steps": train.steps,
                  "minutes": round(train.seconds / 60, 2), "tokens_per_s": round(rate), "mfu": mfu,
                  "heldout_loss": done.summary["heldout"]["loss"]}
 

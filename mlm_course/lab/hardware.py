@@ -21,8 +21,35 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from mlm_course.lab.seeds import seed_for
+from mlm_course.precision import pick_device
+from mlm_course.train import mixed_precision
 
 Batch = dict[str, torch.Tensor]
+
+
+def accelerator_for(precision: str, device: str | None = None, *, compile: bool = False):
+    """The Accelerator of a run in ``precision`` (auto, fp32, bf16, fp16: :func:`mlm_course.train.mixed_precision`)
+    on ``device`` (default: the best available; under a launcher, each process's own), compiled with
+    ``torch.compile`` (static shapes) when asked. Accelerate holds one precision and device per process: a second
+    run that asks for another in the same process (a notebook kernel) is refused with what to do."""
+    from accelerate import Accelerator
+    from accelerate.utils import TorchDynamoPlugin
+
+    place = pick_device(device)
+    mixed = mixed_precision(precision, place)
+    dynamo = TorchDynamoPlugin(backend="inductor", dynamic=False) if compile else None
+    try:
+        return Accelerator(mixed_precision=mixed, cpu=place.type == "cpu", dynamo_plugin=dynamo)
+    except ValueError as exc:
+        if "already been initialized" not in str(exc):
+            raise
+        from accelerate.state import AcceleratorState
+
+        state = AcceleratorState()
+        raise ValueError(f"this Python process already trains with Accelerate in {state.mixed_precision} on "
+                         f"{state.device}, and Accelerate keeps one precision and device per process: run this with "
+                         f"precision and device that match, or in a new process (restart the notebook's kernel)"
+                         ) from exc
 
 
 class Processes:

@@ -1,10 +1,11 @@
 """Pretraining runs: :class:`PretrainConfig` (every setting of ``mlm-course pretrain``, one field per option),
-the batches of each step, :func:`pretrain` (the runner with the masked-LM loss) and :func:`run` (one complete run).
+the batches of each step, :func:`pretrain` (the lessons' loop with Accelerate and the masked-LM loss) and :func:`run`
+(one complete run).
 
 Every random draw of a run comes from its seed (:mod:`mlm_course.lab.seeds`): the blocks of micro-batch
-(step, slot), their short-sequence cuts and masks, and the dropout. A run resumed from a checkpoint therefore reaches
-the weights of an uninterrupted one, and two processes train what one process with two accumulated micro-batches
-trains.
+(step, slot), their short-sequence cuts and masks, and the dropout of each step. A run resumed from a checkpoint
+(Accelerate's ``save_state``: weights, optimiser, schedule, random states) therefore reaches the weights of an
+uninterrupted one.
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from mlm_course import corpus, models, tokenization
-from mlm_course.lab.batch_order import check_enough_examples, cycle_batches, epoch_of
-from mlm_course.lab.hardware import Processes
-from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_atomic
-from mlm_course.lab.runner import InvalidSettings, LoopConfig, OptimiserSettings, TrainLoop, TrainResult
+from mlm_course.lab.batch_order import check_enough_examples, cycle_batches, epoch_of, step_batches
+from mlm_course.lab.hardware import accelerator_for
+from mlm_course.lab.run_files import RunFolder, RunResult, check_output_dir, write_json_atomic
+from mlm_course.lab.runner import InvalidSettings, OptimiserSettings, check_same_shape
 from mlm_course.lab.seeds import generator_for
 from mlm_course.masking import MaskSpec
 from mlm_course.objective import masked_lm_loss, masked_positions
@@ -37,7 +39,7 @@ from mlm_course.pretraining import (
     shorten_blocks,
     unigram_baseline,
 )
-from mlm_course.train import TrainConfig
+from mlm_course.train import TrainConfig, Trained, train_with_accelerate
 
 CORPORA = ("course", "reviews")
 PLAN_FILE = "plan.json"
@@ -94,6 +96,9 @@ class PretrainConfig(OptimiserSettings):
                   "corpus": (self.corpus in CORPORA, f"must be one of {', '.join(CORPORA)}"),
                   "minutes": (self.minutes is None or self.minutes > 0, "must be > 0 (or unset: no budget)")}
         problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
+        if self.prefetch:
+            problems["prefetch"] = ("is the fine-tuning runner's: pretraining's loop (train_with_accelerate) builds "
+                                    "each step's batches as it needs them, leave it out")
         if problems:
             raise InvalidSettings("pretraining", problems)
 
@@ -125,11 +130,10 @@ class PretrainConfig(OptimiserSettings):
     def mask(self) -> MaskSpec:
         return MaskSpec(mask_rate=self.mask_rate, mask_mix=self.mask_mix, mask_scheme=self.mask_scheme)
 
-    def loop_config(self, **extra) -> LoopConfig:
-        """The runner's settings: the shared ones, the run's length, and ``extra`` recorded with checkpoints."""
-        shared = {f.name: getattr(self, f.name) for f in fields(OptimiserSettings)}
-        return LoopConfig(**shared, steps=self.steps, eval_every=self.eval_every, save_every=self.save_every,
-                          minutes=self.minutes, extra=extra)
+    def train_config(self) -> TrainConfig:
+        """The loop's settings (:class:`~mlm_course.train.TrainConfig`): every field of the same name."""
+        names = [name for name in TrainConfig.__dataclass_fields__ if name != "keep_best"]
+        return TrainConfig(**{name: getattr(self, name) for name in names})
 
 
 # ---- the batches of each step ----------------------------------------------------------------------------------
@@ -176,29 +180,29 @@ def training_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerB
 
 
 def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_blocks: torch.Tensor,
-             eval_blocks: torch.Tensor, config: PretrainConfig, *, out_dir: str | os.PathLike | None = None,
-             resume: bool = False, progress: bool = True, make_batch: Callable[..., Batch] = mask_blocks,
-             processes: Processes | None = None) -> TrainResult:
-    """Masked-LM pretraining of ``model`` on ``train_blocks`` with the settings of ``config``: the runner calls
-    :func:`mlm_course.steps.training_step` with :func:`~mlm_course.objective.masked_lm_loss` every step.
+             eval_blocks: torch.Tensor | None, config: PretrainConfig, *, out_dir: str | os.PathLike | None = None,
+             resume: bool = False, progress: bool = False,
+             make_batch: Callable[..., Batch] = mask_blocks) -> Trained:
+    """Masked-LM pretraining of ``model`` on ``train_blocks`` with the settings of ``config``: the lessons' loop
+    with Accelerate (:func:`mlm_course.train.train_with_accelerate`) and
+    :func:`~mlm_course.objective.masked_lm_loss`. With ``out_dir``: ``metrics.jsonl`` and a checkpoint every
+    ``save_every`` steps, which ``resume=True`` continues from; ``progress`` prints each row as it is logged.
 
-    Held-out scores on ``eval_blocks`` with frozen BERT masks (15 %, 80/10/10, whatever ``config``'s masks are),
-    so runs with different training masks are comparable; every process scores all of them.
+    Held-out scores on ``eval_blocks`` (None: no evaluation) with frozen BERT masks (15 %, 80/10/10, whatever
+    ``config``'s masks are), so runs with different training masks are comparable; every process scores all.
     """
     check_enough_examples(len(train_blocks), config.batch_size)
-    processes = processes or Processes()
-    slots = config.grad_accum * processes.count
-    eval_batches = frozen_eval_batches(eval_blocks, tokenizer)
-
-    def save(model: torch.nn.Module, folder: Path) -> None:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-
-    loop = TrainLoop(model, config.loop_config(**recorded_settings(config)),
-                     batch_for_step=training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch),
-                     loss_fn=masked_lm_loss, evaluate=lambda m: evaluate_masked_lm(m, eval_batches), out_dir=out_dir,
-                     save_model=save, progress=progress, processes=processes)
-    return loop.train(resume=resume)
+    accelerator = accelerator_for(config.precision, config.device, compile=config.compile)
+    slots = config.grad_accum * accelerator.num_processes
+    held_out = None if eval_blocks is None else partial(evaluate_masked_lm,
+                                                        batches=frozen_eval_batches(eval_blocks, tokenizer))
+    batch_for_step = training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch)
+    settings = asdict(config) | recorded_settings(config)
+    run = None if out_dir is None else RunFolder(out_dir, save_every=config.save_every, settings=settings,
+                                                 resume=resume, check_model=check_same_shape, progress=progress)
+    return train_with_accelerate(model.float(), step_batches(batch_for_step, slots, config.seed), masked_lm_loss,
+                                 config.train_config(), evaluate=held_out,
+                                 accelerator=accelerator, run=run)
 
 
 def recorded_settings(config: PretrainConfig) -> dict:
@@ -221,26 +225,28 @@ def run(config: PretrainConfig, out_dir: str | os.PathLike, *, resume: bool = Fa
     ``config.minutes`` the step count is calibrated to fit the budget; with ``resume`` the plan of the run in
     ``out_dir`` is kept and training continues from its latest checkpoint.
     """
+    from accelerate import PartialState
+
     out = Path(out_dir)
-    processes = Processes()
+    processes = PartialState(cpu=not torch.cuda.is_available())  # no GPU: processes join over gloo
     tokenizer = tokenization.course_tokenizer()
     train_blocks, eval_blocks = packed_text(config, tokenizer)
     check_enough_examples(len(train_blocks), config.batch_size)
     model, name = starting_model(config, tokenizer)
     config = replace(config, steps=_planned_steps(out, resume, model, tokenizer, train_blocks, config))
     check_output_dir(out)
-    if processes.is_main:
+    if processes.is_main_process:
         write_json_atomic(out / PLAN_FILE, {"steps": config.steps})
-    if verbose and processes.is_main:
+    if verbose and processes.is_main_process:
         print(f"{name}: {models.count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
               f"{len(eval_blocks):,} held-out sequences of {config.seq_len}; {config.steps:,} steps", flush=True)
     result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, out_dir=out, resume=resume,
-                      progress=progress, processes=processes)
-    if not processes.is_main:
+                      progress=progress)
+    if not processes.is_main_process:
         return RunResult(model, tokenizer, result, None)
     for item in (model, tokenizer):
         item.save_pretrained(out)
-    summary = _summary(name, model, tokenizer, (train_blocks, eval_blocks), config, result, processes.count)
+    summary = _summary(name, model, tokenizer, (train_blocks, eval_blocks), config, result, processes.num_processes)
     write_json_atomic(out / RESULTS_FILE, summary)
     return RunResult(model, tokenizer, result, summary)
 
@@ -286,24 +292,24 @@ def calibrate_steps(model, tokenizer, blocks: torch.Tensor, config: PretrainConf
     probe = replace(config, steps=8, minutes=None, eval_every=10**9, save_every=10**9)
     probe_model = copy.deepcopy(model)
     sample = blocks[: probe.batch_size]
-    pretrain(probe_model, tokenizer, blocks, sample, probe, progress=False)
+    pretrain(probe_model, tokenizer, blocks, sample, probe)
     start = time.perf_counter()
-    pretrain(probe_model, tokenizer, blocks, sample, replace(probe, steps=20), progress=False)
+    pretrain(probe_model, tokenizer, blocks, sample, replace(probe, steps=20))
     per_step = (time.perf_counter() - start) / 20
     return max(1, int(60 * config.minutes / per_step * 0.95))
 
 
 def _summary(name: str, model, tokenizer, blocks: tuple[torch.Tensor, torch.Tensor], config: PretrainConfig,
-             result: TrainResult, processes: int) -> dict:
+             result: Trained, processes: int) -> dict:
     """results.json: the last held-out evaluation next to the unigram baseline on the same frozen masks."""
     train_blocks, eval_blocks = blocks
-    evals = [m for m in result.metrics if m["split"] == "eval"]
+    evals = [m for m in result.history if m["split"] == "eval"]
     baseline = unigram_baseline(train_blocks, frozen_eval_batches(eval_blocks, tokenizer), len(tokenizer),
                                 tokenizer.all_special_ids)
     tokens_per_step = config.batch_size * config.grad_accum * processes * train_blocks.shape[1]
     return {
-        "config": name, "parameters": models.count_parameters(model), "steps": result.steps_done,
-        "tokens_seen": result.steps_done * tokens_per_step, "processes": processes,
+        "config": name, "parameters": models.count_parameters(model), "steps": result.steps,
+        "tokens_seen": result.steps * tokens_per_step, "processes": processes,
         "seconds": round(result.seconds, 1), "heldout": evals[-1] if evals else None, "unigram_baseline": baseline,
         "settings": asdict(config) | {"betas": list(config.betas), "mask_mix": list(config.mask_mix)},
         "machine": machine(next(model.parameters()).device),

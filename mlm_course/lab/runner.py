@@ -160,7 +160,7 @@ def check_same_shape(model: torch.nn.Module, folder: Path) -> None:
         fix = f"resume with --size {size}"
     else:
         fix = "resume with the model configuration it was trained with"
-    raise ValueError(f"the checkpoint in {folder.parent} is {describe_shape(saved)} but this run builds "
+    raise ValueError(f"the checkpoint in {folder} is {describe_shape(saved)} but this run builds "
                      f"{describe_shape(own)}: {fix} or start a new --out")
 
 
