@@ -93,7 +93,7 @@ def run_ours(config: BertConfig, data: finetune.Encoded, args, compile_: bool) -
                               device=args.device)
     model = BertClassifier.from_transformers(reference(config))
     result = fit(model, data, None, settings, pad_token_id=0, progress=False, verbose=True)
-    seconds = timing.seconds_between_logged_steps(result.metrics, args.warmup, steps)
+    seconds = timing.seconds_between_logged_steps(result.history, args.warmup, steps)
     run = {"seconds": seconds, "precision": result.description, "peak_memory_gib": timing.peak_memory_gib()}
     if compile_:
         run["graphs_compiled"] = int(torch._dynamo.utils.counters["stats"]["unique_graphs"])

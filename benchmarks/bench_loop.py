@@ -1,12 +1,13 @@
-"""The loop on one screen (mlm_course.train.train) against the course's runner (mlm_course.lab.runner), on this CPU:
-tokens per CPU-second of the same training, for pretraining and for fine-tuning.
+"""The loop on one screen (mlm_course.train.train) against the command line's loop (its Accelerate edition,
+mlm_course.train.train_with_accelerate, as mlm_course.lab.pretrain_run.pretrain and finetune_run.fit run it), on this
+CPU: tokens per CPU-second of the same training, for pretraining and for fine-tuning.
 
     .venv/bin/python benchmarks/bench_loop.py            # writes benchmarks/results/loop.json
     .venv/bin/python benchmarks/bench_loop.py --quick    # a smoke run (seconds); writes only with --out
 
 Both run the one training step (mlm_course.steps.training_step) with the same model, batch size, recipe and fp32, on
-one torch thread, no evaluation; what differs is everything around the step (the runner's seeded batches per step,
-its logging sums kept on the device; the loop's endless batch iterator). Each round times every candidate once, in
+one torch thread, no evaluation; what differs is everything around the step (Accelerate's prepared model and
+optimiser, the command line's seeded batches per step and its run files; the plain loop's endless batch iterator). Each round times every candidate once, in
 turn, so a neighbour's job slows all alike; the figure is the median over rounds of tokens / process CPU-seconds
 (CPU time of this process, so time the machine gave to other jobs is not counted), with the load average recorded.
 """
@@ -41,16 +42,16 @@ def pretraining_candidates(steps: int, chars: int) -> dict:
     def model():
         return models.build_model("tiny", tok, seed=0, max_length=128, dropout=0.0)
 
-    def runner():
+    def accelerate():
         config = PretrainConfig(steps=steps, batch_size=32, lr=3e-3, warmup_ratio=0.1, dropout=0.0, eval_every=10**6,
-                                save_every=10**6, log_every=10, precision="fp32", device="cpu", prefetch=False)
-        return pretrain(model(), tok, blocks, blocks[:32], config, progress=False).tokens
+                                save_every=10**6, log_every=10, precision="fp32", device="cpu")
+        return pretrain(model(), tok, blocks, None, config).tokens
 
     def loop():
         config = TrainConfig(steps=steps, batch_size=32, log_every=10)
         return train(model(), training_batches(blocks, tok, 32), masked_lm_loss, config, device="cpu").tokens
 
-    return {"runner": runner, "train": loop}
+    return {"accelerate": accelerate, "train": loop}
 
 
 def fine_tuning_candidates(steps: int) -> dict:
@@ -60,9 +61,9 @@ def fine_tuning_candidates(steps: int) -> dict:
     def model():
         return finetune.load_classifier("course", seed=0)[0]
 
-    def runner():
+    def accelerate():
         config = FinetuneConfig(model="course", epochs=100, max_steps=steps, batch_size=32, lr=5e-4, warmup_ratio=0.1,
-                                patience=None, log_every=10, precision="fp32", device="cpu", prefetch=False)
+                                patience=None, log_every=10, precision="fp32", device="cpu")
         return fit(model(), data, None, config, pad_token_id=tok.pad_token_id, progress=False, verbose=False).tokens
 
     def loop():
@@ -70,7 +71,7 @@ def fine_tuning_candidates(steps: int) -> dict:
         batches = finetune.training_batches(data, 32, pad_token_id=tok.pad_token_id)
         return train(model(), batches, finetune.classification_loss, config, device="cpu").tokens
 
-    return {"runner": runner, "train": loop}
+    return {"accelerate": accelerate, "train": loop}
 
 
 def tokens_per_cpu_second(candidates: dict, rounds: int) -> dict:
@@ -95,14 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     steps, rounds, chars = (3, 1, 200_000) if args.quick else (60, 5, 2_000_000)
-    document = {"what": "the one-screen loop (train) against the runner (TrainLoop), the same step, model, batch "
-                        "32 and recipe, fp32, one thread, no evaluation",
+    document = {"what": "the one-screen loop (train) against the command line's (train_with_accelerate through "
+                        "pretrain and fit), the same model, batch 32 and recipe, fp32, one thread, no evaluation",
                 "steps_per_run": steps, "rounds": rounds}
     for task, candidates in (("pretraining (tiny, 32 x 128)", pretraining_candidates(steps, chars)),
                              ("fine-tuning (the course checkpoint, 32 sentences)", fine_tuning_candidates(steps))):
         result = tokens_per_cpu_second(candidates, rounds)
         rates = result["tokens_per_cpu_second"]
-        document[task] = {**result, "train_over_runner": round(rates["train"] / rates["runner"], 3)}
+        document[task] = {**result, "train_over_accelerate": round(rates["train"] / rates["accelerate"], 3)}
     document["machine"] = {**machine(torch.device("cpu")), "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(document, indent=2))
     timing.save_results(document, args.out, RESULTS, smoke=args.quick)

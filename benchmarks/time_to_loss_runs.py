@@ -1,5 +1,5 @@
-"""The runs of ``bench_time_to_loss.py``: the clock (:class:`Recorder`), the course's runner, transformers'
-``Trainer`` and the course's runner with transformers' model, and the throughput timings. What each run is and why
+"""The runs of ``bench_time_to_loss.py``: the clock (:class:`Recorder`), the course's loop (:class:`Stepper`),
+transformers' ``Trainer`` and the course's loop with transformers' model, and the throughput timings. What each run is and why
 is in ``bench_time_to_loss.py``'s docstring."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,13 +21,14 @@ from transformers import (
 )
 
 from mlm_course import bert, corpus, precision, tokenization
-from mlm_course.lab.batch_order import cycle_batches
+from mlm_course.lab.batch_order import cycle_batches, step_batches
 from mlm_course.lab.pretrain_run import PretrainConfig, training_batches
 from mlm_course.lab.run_files import write_json_atomic
-from mlm_course.lab.runner import LoopConfig, OptimiserSettings, TrainLoop
-from mlm_course.models import build_config, build_model
+from mlm_course.models import build_config, build_model, evaluation_mode
 from mlm_course.objective import masked_lm_loss
 from mlm_course.pretraining import frozen_eval_batches, mask_blocks, pack_blocks
+from mlm_course.steps import training_step
+from mlm_course.train import TrainConfig, optimiser_and_schedule
 
 SEQ_LEN, BATCH, LR, BETAS, EPS, WARMUP, SCHEDULE = 128, 32, 3e-3, (0.9, 0.98), 1e-6, 700, 14_000
 DEFAULTS_BATCH = 8
@@ -156,7 +157,7 @@ class Recorder:
                 "tokens_per_cpu_second": round(step * self.tokens_per_step / seconds, 1)}
 
 
-# ---- the course's runner ----------------------------------------------------------------------------------------
+# ---- the course's loop, one step at a time -----------------------------------------------------------------------
 
 
 def course_config(precision_used: str, **changes) -> PretrainConfig:
@@ -168,22 +169,39 @@ def course_config(precision_used: str, **changes) -> PretrainConfig:
     return PretrainConfig(**(settings | changes))
 
 
-def train_in_course_loop(model, loop_config: LoopConfig, batch_for_step, loss_fn, recorder: Recorder,
-                         evaluated=None) -> dict:
-    """The course's runner, evaluated by ``recorder`` after every step (``eval_every`` = 1: the recorder decides
-    by the clock whether to score), stopped by it."""
-    loop = None
+class Stepper:
+    """The course's loop one optimiser step at a time, for runs that a clock stops and for interleaved timings: the
+    lessons' :func:`~mlm_course.steps.training_step` with fused AdamW and BERT's schedule
+    (:func:`mlm_course.train.optimiser_and_schedule`), micro-batch ``(step, 0)`` of ``batch_for_step`` with its
+    dropout seeded as :func:`~mlm_course.lab.batch_order.step_batches` seeds it, on this CPU in ``config``'s
+    precision."""
 
-    def evaluate(_model) -> dict:
-        return {"stop": recorder.after_step(evaluated or loop.model, loop.step)}
+    def __init__(self, model: torch.nn.Module, config: TrainConfig, batch_for_step, loss_fn, *, seed: int = 0):
+        device = torch.device("cpu")
+        self.model, self.config, self.loss_fn, self.step = model.float(), config, loss_fn, 0
+        self.dtype = precision.autocast_dtype(device, config.precision)
+        self.optimizer, self.scheduler = optimiser_and_schedule(self.model, config, device)
+        self.batches = step_batches(batch_for_step, 1, seed)
+        self.description = precision.describe(device, self.dtype)
 
-    loop = TrainLoop(model, loop_config, batch_for_step=batch_for_step, loss_fn=loss_fn, evaluate=evaluate,
-                     after_evaluation=lambda row: row["stop"], progress=False)
-    scored = evaluated or loop.model
+    def run_step(self) -> None:
+        training_step(self.model, [next(self.batches)], self.loss_fn, self.optimizer, self.scheduler,
+                      max_grad_norm=self.config.max_grad_norm, dtype=self.dtype)
+        self.step += 1
+
+
+def train_in_course_loop(stepper: Stepper, recorder: Recorder, evaluated=None) -> dict:
+    """The course's loop, evaluated by ``recorder`` after every step (it decides by the clock whether to score),
+    stopped by it or by the end of the schedule."""
+    scored = evaluated or stepper.model
     recorder.evaluate(scored, 0, 0.0)
     recorder.start()
-    result = loop.train()
-    return recorder.finish(scored, result.steps_done) | {"runner": loop.description}
+    while stepper.step < stepper.config.steps:
+        stepper.run_step()
+        with evaluation_mode(stepper.model), torch.no_grad():
+            if recorder.after_step(scored, stepper.step):
+                break
+    return recorder.finish(scored, stepper.step) | {"runner": stepper.description}
 
 
 def run_course(data: Data, sizes: Sizes, chosen: str, name: str, recorder_for) -> dict:
@@ -198,7 +216,8 @@ def run_course(data: Data, sizes: Sizes, chosen: str, name: str, recorder_for) -
     model = build_model("tiny", data.tokenizer, seed=config.seed, max_length=SEQ_LEN, dropout=config.dropout)
     recorder = recorder_for(BATCH * SEQ_LEN)
     batches = training_batches(blocks, data.tokenizer, config, slots=1, make_batch=make_batch)
-    outcome = train_in_course_loop(model, runner_config(config), batches, masked_lm_loss, recorder)
+    outcome = train_in_course_loop(Stepper(model, config.train_config(), batches, masked_lm_loss, seed=config.seed),
+                                   recorder)
     settings = {k: v for k, v in vars(config).items() if k not in ("eval_every", "save_every", "log_every")}
     return {"settings": settings | {"betas": list(config.betas), "mask_mix": list(config.mask_mix)}, **extra,
             **outcome}
@@ -279,7 +298,7 @@ def run_trainer(data: Data, name: str, chosen: str, recorder_for) -> dict:
 
 
 def collator_batches(blocks: torch.Tensor, collator, batch_size: int, seed: int = 0):
-    """``batch_for_step`` for the course's runner from transformers' collator (rows in the runner's seeded order)."""
+    """``batch_for_step`` for the course's loop from transformers' collator (rows in the course's seeded order)."""
     pick, rows = cycle_batches(len(blocks), batch_size, seed), blocks.tolist()
 
     def batch_for_step(step: int, slot: int) -> dict:
@@ -288,11 +307,10 @@ def collator_batches(blocks: torch.Tensor, collator, batch_size: int, seed: int 
     return batch_for_step
 
 
-def transformers_loop_config(precision_used: str, eval_every: int = 1) -> LoopConfig:
-    """(c)'s optimiser, batch, schedule and precision in the course's runner."""
-    return LoopConfig(batch_size=BATCH, lr=LR, betas=BETAS, eps=EPS, weight_decay=0.01, warmup_steps=WARMUP,
-                      steps=SCHEDULE, max_grad_norm=1.0, precision=precision_used, seed=0, log_every=100,
-                      eval_every=eval_every, save_every=10**9, device="cpu")
+def transformers_loop_config(precision_used: str) -> TrainConfig:
+    """(c)'s optimiser, batch, schedule and precision in the course's loop."""
+    return TrainConfig(batch_size=BATCH, lr=LR, betas=BETAS, eps=EPS, weight_decay=0.01, warmup_steps=WARMUP,
+                       steps=SCHEDULE, max_grad_norm=1.0, precision=precision_used, log_every=100)
 
 
 def transformers_loss(model, batch) -> torch.Tensor:
@@ -304,9 +322,9 @@ def run_transformers_in_course_loop(data: Data, chosen: str, recorder_for) -> di
     collator = DataCollatorForLanguageModeling(data.tokenizer, mlm_probability=0.15, seed=0)
     recorder = recorder_for(BATCH * SEQ_LEN)
     config = transformers_loop_config(chosen)
-    outcome = train_in_course_loop(model, config, collator_batches(data.train_blocks, collator, BATCH),
-                                   transformers_loss, recorder, evaluated=MaskedLMAdapter(model))
-    settings = {k: v for k, v in vars(config).items() if k not in ("eval_every", "save_every", "log_every", "extra")}
+    stepper = Stepper(model, config, collator_batches(data.train_blocks, collator, BATCH), transformers_loss)
+    outcome = train_in_course_loop(stepper, recorder, evaluated=MaskedLMAdapter(model))
+    settings = {k: v for k, v in vars(config).items() if k not in ("eval_every", "log_every", "keep_best")}
     return {"settings": settings | {"betas": list(BETAS), "dropout": 0.1, "loss": "m(**batch).loss"}, **outcome}
 
 
@@ -333,26 +351,18 @@ def matmul_rates(size: int = 2048) -> dict:
             for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
 
 
-def runner_config(config: PretrainConfig) -> LoopConfig:
-    """The runner's settings for a course recipe (the runner this benchmark measured; ``mlm-course pretrain`` now
-    trains with :func:`mlm_course.train.train_with_accelerate`)."""
-    shared = {f.name: getattr(config, f.name) for f in fields(OptimiserSettings)}
-    return LoopConfig(**shared, steps=config.steps, eval_every=config.eval_every, save_every=config.save_every)
-
-
-def throughput_loops(data: Data, chosen: str) -> dict[str, TrainLoop]:
-    """One runner per candidate, each with its own model and batches, never evaluating."""
-    def course(**changes) -> TrainLoop:
+def throughput_loops(data: Data, chosen: str) -> dict[str, Stepper]:
+    """One stepper per candidate, each with its own model and batches, never evaluating."""
+    def course(**changes) -> Stepper:
         config = course_config(chosen, eval_every=10**9, **changes)
         model = build_model("tiny", data.tokenizer, seed=0, max_length=SEQ_LEN, dropout=config.dropout)
-        return TrainLoop(model, runner_config(config), batch_for_step=training_batches(
-            data.train_blocks, data.tokenizer, config, slots=1), loss_fn=masked_lm_loss, progress=False)
+        return Stepper(model, config.train_config(), training_batches(data.train_blocks, data.tokenizer, config,
+                                                                      slots=1), masked_lm_loss, seed=config.seed)
 
-    def transformers(precision_used: str) -> TrainLoop:
+    def transformers(precision_used: str) -> Stepper:
         collator = DataCollatorForLanguageModeling(data.tokenizer, mlm_probability=0.15, seed=0)
-        config = transformers_loop_config(precision_used, eval_every=10**9)
-        return TrainLoop(transformers_model(data.tokenizer), config, progress=False, loss_fn=transformers_loss,
-                         batch_for_step=collator_batches(data.train_blocks, collator, BATCH))
+        return Stepper(transformers_model(data.tokenizer), transformers_loop_config(precision_used),
+                       collator_batches(data.train_blocks, collator, BATCH), transformers_loss)
 
     return {"course": course(), "course_fp32": course(precision="fp32"),
             "ours_doing_transformers_work": course(dropout=0.1, sparse_logits=False),

@@ -43,6 +43,12 @@ def device_problem(name: str) -> str | None:
     return None
 
 
+def notebook_precision(device: torch.device) -> str:
+    """What a notebook trains in: fp32 on a CPU, so its stored outputs reproduce on any CPU (``auto`` would pick
+    bf16 on some and fp32 on others), and the device's own precision (``auto``) on a GPU."""
+    return "fp32" if device.type == "cpu" else "auto"
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
     """``prefer`` (or $MLM_COURSE_DEVICE: "cuda", "cuda:1", "mps", "cpu"), else the best there is: cuda, then
     mps, then cpu. Under a launcher (``LOCAL_RANK`` set) a bare "cuda" is the process's own GPU."""

@@ -2,7 +2,9 @@
 
 :func:`training_step` is the step of notebook 06 (pretraining, with :func:`mlm_course.objective.masked_lm_loss`),
 of notebook 07 (fine-tuning, with :func:`mlm_course.finetune.classification_loss`), of the loop on one screen
-(:func:`mlm_course.train.train`) and of the course's runner (:mod:`mlm_course.lab.runner`): there is no other copy.
+(:func:`mlm_course.train.train`): there is no other copy. (Its Accelerate edition,
+:func:`mlm_course.train.train_with_accelerate`, which the command line runs, writes the same lines with Accelerate's
+``backward`` and ``clip_grad_norm_``.)
 In order, for each micro-batch:
 
 1. its tensors to the model's device (on a GPU: copied from pinned memory without waiting);
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 
 import torch
 
@@ -75,14 +76,12 @@ def training_step(
     scaler: torch.amp.GradScaler | None = None,
     step_targets: torch.Tensor | int | None = None,
     processes: int = 1,
-    around_micro_batch: Callable[[int], object] | None = None,
 ) -> dict[str, torch.Tensor]:
     """One optimiser step over ``batches`` (one batch, or the micro-batches of gradient accumulation).
 
     ``loss_fn(model, batch)`` is the mean loss over the batch's targets (:func:`count_targets`). With several
     processes whose gradients DDP averages, ``step_targets`` is the target count summed over all of them and
-    ``processes`` their number; ``around_micro_batch(index)`` is a context around each micro-batch (the runner's
-    DDP ``no_sync`` and dropout seed). Returns the step's loss (with several processes, the mean of theirs) and the
+    ``processes`` their number. Returns the step's loss (with several processes, the mean of theirs) and the
     gradient norm before clipping, as tensors: reading them as numbers would make a GPU wait.
     """
     model.train()  # dropout on
@@ -90,12 +89,11 @@ def training_step(
     counts = [count_targets(batch) for batch in batches]
     total = step_targets if step_targets is not None else sum(counts)  # the target tokens of the whole step
     step_loss = 0.0
-    for index, (batch, count) in enumerate(zip(batches, counts, strict=True)):
+    for batch, count in zip(batches, counts, strict=True):
         batch = {key: value.to(device, non_blocking=True) for key, value in batch.items()}
-        with around_micro_batch(index) if around_micro_batch else nullcontext():
-            with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-                loss = loss_fn(model, batch) * (count * processes / total)  # Σ of its losses / all targets
-            (loss if scaler is None else scaler.scale(loss)).backward()  # gradients add up in .grad
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = loss_fn(model, batch) * (count * processes / total)  # Σ of its losses / all targets
+        (loss if scaler is None else scaler.scale(loss)).backward()  # gradients add up in .grad
         step_loss = step_loss + loss.detach()
     result = {"loss": step_loss}  # with several processes: their mean is the step's loss
     if scaler is not None:

@@ -55,6 +55,10 @@ class TrainConfig:
     precision: str = "fp32"  # fp32, bf16, fp16 or auto (precision.autocast_dtype)
     keep_best: str | None = None  # the evaluation figure whose best value's weights are kept ("loss", "accuracy")
 
+    def warmup(self) -> int:
+        """Optimiser steps of warm-up: ``warmup_steps`` when given, else ``warmup_ratio`` of the steps."""
+        return self.warmup_steps if self.warmup_steps is not None else int(self.warmup_ratio * self.steps)
+
     @classmethod
     def fine_tuning(cls, **changes) -> TrainConfig:
         """Notebook 07's recipe: a lower peak rate than pretraining's, the best dev accuracy kept."""
@@ -93,10 +97,13 @@ class Trained:
     steps: int
 
 
-def better(new: dict, old: dict | None, key: str) -> bool:
-    """Whether evaluation ``new`` beats ``old`` on ``key`` (higher accuracy, lower loss)."""
+def better(new: dict, old: dict | None, key: str, loss_tolerance: float = 1e-4) -> bool:
+    """Whether evaluation ``new`` beats ``old`` on ``key`` (higher accuracy, lower loss); at an equal accuracy, a
+    loss lower by more than ``loss_tolerance`` (a dev set of a few hundred sentences ties often)."""
     if old is None:
         return True
+    if key in HIGHER_IS_BETTER and new[key] == old[key] and "loss" in new:
+        return new["loss"] < old["loss"] - loss_tolerance
     return new[key] > old[key] if key in HIGHER_IS_BETTER else new[key] < old[key]
 
 
@@ -165,8 +172,7 @@ def optimiser_and_schedule(model: torch.nn.Module, config: TrainConfig, device: 
     fused = {"fused": True} if device.type in ("cuda", "cpu") else {}
     optimizer = torch.optim.AdamW(parameter_groups(model, config.weight_decay), lr=config.lr, betas=config.betas,
                                   eps=config.eps, **fused)
-    warmup = config.warmup_steps if config.warmup_steps is not None else int(config.warmup_ratio * config.steps)
-    schedule = linear_schedule(warmup, config.steps)
+    schedule = linear_schedule(config.warmup(), config.steps)
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
@@ -220,8 +226,8 @@ def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
     precision); ``accelerator.backward`` scales fp16 losses; its optimiser unscales, skips overflowed steps and
     updates the scale. Every process draws every micro-batch of a step and trains on its own share, so P processes
     with ``grad_accum`` micro-batches each train exactly as one batch of P × ``grad_accum``. ``run`` (a
-    :class:`~mlm_course.lab.run_files.RunFolder`) writes each row and, through ``accelerator.save_state``, the
-    checkpoints a killed run resumes from: weights, optimiser, schedule, loss scale, this record, random states.
+    :class:`~mlm_course.lab.training_run.TrainingRun`) sees each row and each step: it writes the metrics and,
+    through ``accelerator.save_state``, the checkpoints a killed run resumes from; it may stop the run early.
     """
     from accelerate import Accelerator
 
@@ -232,7 +238,7 @@ def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
     record = Record(keep_best(config, evaluate), on_row=run.log if run else None)
     accelerator.register_for_checkpointing(scheduler, record)  # save_state and load_state carry them too
     if run is not None:
-        run.resume(accelerator, plain, record)  # from its latest checkpoint, if it has one
+        run.start(accelerator, plain, record, config.steps)  # resumes from its latest checkpoint, if asked to
     processes, start = accelerator.num_processes, record.steps
     batches = itertools.islice(batches, start * config.grad_accum * processes, None)  # skip the steps done
     for step in range(start + 1, config.steps + 1):
@@ -246,7 +252,7 @@ def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
         for index, (batch, count) in enumerate(mine):
             last = index == len(mine) - 1
             with contextlib.nullcontext() if last else accelerator.no_sync(model):  # DDP averages after the last
-                loss = loss_fn(model, {k: v.to(accelerator.device) for k, v in batch.items()})
+                loss = loss_fn(model, {k: v.to(accelerator.device, non_blocking=True) for k, v in batch.items()})
                 loss = loss * (count * processes / targets)
                 accelerator.backward(loss)
             step_loss = step_loss + loss.detach()
@@ -261,6 +267,6 @@ def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
         if evaluate is not None and due(step, config.eval_every, config.steps):
             with torch.no_grad(), accelerator.autocast():
                 record.evaluation(plain.eval(), step, split, evaluate(plain))
-        if run is not None:
-            run.after_step(accelerator, step, config.steps)  # a checkpoint every save_every steps, and the last
+        if run is not None and run.after_step(step):  # a checkpoint when due; early stopping
+            break
     return record.result(plain)

@@ -126,7 +126,7 @@ def test_warmup_is_a_ratio_or_a_count_and_the_count_wins(capsys):
     both = cli.config_from(parser.parse_args(["pretrain", "--out", "x", "--warmup-ratio", "0.1", "--warmup-steps", "5"]),
                            PretrainConfig)
     ratio = cli.config_from(parser.parse_args(["pretrain", "--out", "x", "--warmup-ratio", "0.1"]), PretrainConfig)
-    assert both.warmup_for(1000) == 5 and ratio.warmup_for(1000) == 100
+    assert both.train_config().warmup() == 5 and ratio.train_config().warmup() == 100  # of 1,000 steps
     with pytest.raises(SystemExit):
         cli.main(["pretrain", "--help"])
     assert "wins over --warmup-ratio" in " ".join(capsys.readouterr().out.split())

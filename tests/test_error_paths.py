@@ -10,8 +10,7 @@ from transformers import BertConfig
 from mlm_course import masking
 from mlm_course.bert import BertMLM
 from mlm_course.lab import cli
-from mlm_course.lab.run_files import RunFolder
-from mlm_course.lab.runner import check_same_shape
+from mlm_course.lab.training_run import TrainingRun
 from mlm_course.mask_checks import count_distinct_masks
 from mlm_course.objective import masked_lm_loss
 from mlm_course.train import TrainConfig, train_with_accelerate
@@ -33,8 +32,8 @@ def _train(model, out_dir, *, resume: bool = False):
     """2 steps of the lessons' loop with Accelerate, a checkpoint after each, into ``out_dir`` (or resumed there)."""
     config = TrainConfig(steps=2, batch_size=2, lr=1e-3, warmup_steps=0, eval_every=10, log_every=1)
     ids = torch.randint(1, VOCAB, (2, 8), generator=torch.Generator().manual_seed(0))
-    run = RunFolder(out_dir, save_every=1, settings={"steps": 2, "batch_size": 2, "grad_accum": 1, "lr": 1e-3,
-                                                     "seed": 0}, resume=resume, check_model=check_same_shape)
+    run = TrainingRun(out_dir, save_every=1, settings={"steps": 2, "batch_size": 2, "grad_accum": 1, "lr": 1e-3,
+                                                       "seed": 0}, resume=resume)
     return train_with_accelerate(model, itertools.repeat({"input_ids": ids, "labels": ids}), masked_lm_loss, config,
                                  accelerator=Accelerator(cpu=True), run=run)
 

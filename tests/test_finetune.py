@@ -1,5 +1,6 @@
 """Fine-tuning: the lesson (mlm_course.finetune: data, batching, the classifier and its head, metrics) and its runs
-(mlm_course.lab.finetune_run: the runner's fit, early stopping, best weights, the CLI, several processes)."""
+(mlm_course.lab.finetune_run: fit on the lessons' Accelerate loop, early stopping, best weights, the CLI, several
+processes)."""
 
 import json
 import os
@@ -15,8 +16,9 @@ from mlm_course import finetune as ft
 from mlm_course.bert import BertClassifier
 from mlm_course.lab import finetune_run
 from mlm_course.lab.cli import main
-from mlm_course.lab.finetune_run import BestOnDev, FinetuneConfig, RunBatches, better, fit
+from mlm_course.lab.finetune_run import FinetuneConfig, FineTuningRun, RunBatches, fit
 from mlm_course.lab.seeds import generator_for
+from mlm_course.train import Record, better
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
@@ -76,7 +78,7 @@ def trained(bert_tok, tmp_path_factory):
 def test_tiny_classifier_learns_a_separable_toy_set(trained, bert_tok):
     result, dev, _ = trained
     assert result.best_dev["accuracy"] == 1.0
-    train_rows = [m for m in result.metrics if m["split"] == "train"]
+    train_rows = [m for m in result.history if m["split"] == "train"]
     assert train_rows[-1]["loss"] < 0.7 * train_rows[0]["loss"]
     assert result.steps == 3 * 12  # 192 / 16 = 12 batches per epoch, 3 epochs
 
@@ -180,17 +182,18 @@ def test_early_stopping_after_patience_evaluations_without_gain(bert_tok):
     train, dev = toy_split(bert_tok, 160, seed=1), toy_split(bert_tok, 32, seed=2)
     result = fit(tiny_classifier(bert_tok), train, dev, quick_config(lr=1e-12, eval_every=2, patience=2),
                  pad_token_id=0, progress=False, verbose=False)
-    dev_rows = [m for m in result.metrics if m["split"] == "dev"]
+    dev_rows = [m for m in result.history if m["split"] == "dev"]
     assert result.stopped_early and result.steps == 6  # best at step 2, no gain at 4 and 6
     assert [m["step"] for m in dev_rows] == [2, 4, 6] and result.best_step == 2
 
 
 def test_better_prefers_accuracy_then_a_clearly_lower_loss():
     best = {"accuracy": 0.8, "loss": 0.5}
-    assert better({"accuracy": 0.81, "loss": 0.9}, best)
-    assert better({"accuracy": 0.8, "loss": 0.4}, best)
-    assert not better({"accuracy": 0.8, "loss": 0.49999}, best)
-    assert not better({"accuracy": 0.79, "loss": 0.1}, best)
+    assert better({"accuracy": 0.81, "loss": 0.9}, best, "accuracy")
+    assert better({"accuracy": 0.8, "loss": 0.4}, best, "accuracy")
+    assert not better({"accuracy": 0.8, "loss": 0.49999}, best, "accuracy")
+    assert not better({"accuracy": 0.79, "loss": 0.1}, best, "accuracy")
+    assert better({"loss": 0.4}, {"loss": 0.5}, "loss") and not better({"loss": 0.5}, {"loss": 0.4}, "loss")
 
 
 def test_best_checkpoint_reloads_with_the_same_dev_accuracy(trained, bert_tok):
@@ -224,23 +227,28 @@ def test_a_model_fine_tuned_here_loads_into_transformers_with_equal_logits(train
 def test_metrics_log_has_train_and_dev_rows(trained):
     result, _, out = trained
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert rows == json.loads(json.dumps(result.metrics))
+    assert rows == json.loads(json.dumps(result.history))
     assert {r["split"] for r in rows} == {"train", "dev"}
 
 
 def test_failed_save_keeps_the_previous_best(tmp_path, bert_tok, monkeypatch):
-    best = BestOnDev(toy_split(bert_tok, 8, seed=2), quick_config(), pad_token_id=0, tokenizer=None, out=tmp_path,
-                     is_main=True)
-    best.model = tiny_classifier(bert_tok)
-    first = {"step": 1, "accuracy": 0.5, "loss": 0.7}
-    assert best.after_evaluation(first) is False
+    run = FineTuningRun(tmp_path, patience=None)
+    run.model, run.record, run.main, run.steps = tiny_classifier(bert_tok), Record("accuracy"), True, 10
+
+    def evaluated(step: int, accuracy: float, loss: float) -> bool:
+        run.record.evaluation(run.model, step, "dev", {"accuracy": accuracy, "loss": loss})
+        return run.should_stop(step)
+
+    assert evaluated(1, 0.5, 0.7) is False
+    first = json.loads((tmp_path / "best" / "dev_metrics.json").read_text())
+    assert (first["step"], first["accuracy"]) == (1, 0.5)
 
     def broken(path, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(best.model, "save_pretrained", broken)
+    monkeypatch.setattr(run.model, "save_pretrained", broken)
     with pytest.raises(OSError, match="disk full"):
-        best.after_evaluation({"step": 2, "accuracy": 0.75, "loss": 0.6})
+        evaluated(2, 0.75, 0.6)
     assert json.loads((tmp_path / "best" / "dev_metrics.json").read_text()) == first
     assert (tmp_path / "best" / "model.safetensors").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["best"]  # the failed write left no temporary folder
@@ -374,12 +382,15 @@ def test_a_transformers_masked_lm_folder_loads_with_its_encoder_weights(tmp_path
 
 
 def test_device_and_precision_message(capsys, bert_tok, monkeypatch):
+    from accelerate.state import AcceleratorState
+
     from mlm_course import precision
-    from mlm_course.lab.runner import LoopConfig, TrainLoop
+    from mlm_course.lab.hardware import accelerator_for, describe_accelerator
 
     data = toy_split(bert_tok, 16, 0)
 
     def described(chosen: str) -> str:
+        AcceleratorState._reset_state(True)  # accelerate holds one precision per process (see conftest.py)
         result = fit(tiny_classifier(bert_tok), data, None, quick_config(epochs=1, precision=chosen),
                      pad_token_id=0, progress=False)
         assert result.description in capsys.readouterr().out  # printed once, as the run starts
@@ -392,9 +403,9 @@ def test_device_and_precision_message(capsys, bert_tok, monkeypatch):
     assert "precision: bf16 autocast," in described("auto")  # bf16 in hardware and faster: auto takes it
     monkeypatch.setattr(precision, "cpu_bf16_speedup", lambda: 0.6)
     assert "precision: fp32," in described("auto")  # the instructions, but slower: fp32
-    loop = TrainLoop(tiny_classifier(bert_tok), LoopConfig(device="cpu", precision="bf16", compile=True),
-                     batch_for_step=lambda step, slot: {}, loss_fn=ft.classification_loss, progress=False)
-    assert loop.description == "device: cpu, precision: bf16 autocast, processes: 1, torch.compile: on"
+    AcceleratorState._reset_state(True)
+    compiled = describe_accelerator(accelerator_for("bf16", "cpu"), compile=True)
+    assert compiled == "device: cpu, precision: bf16 autocast, processes: 1, torch.compile: on"
 
 
 def test_precision_errors(bert_tok):
@@ -579,6 +590,7 @@ def test_compiled_fine_tuning_compiles_the_step_once(bert_tok, monkeypatch):
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", lambda m, **kw: real_compile(m, **{**kw, "backend": counting_backend}))
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()  # another test's compiled frames may be counted in this process
     train, dev = toy_split(bert_tok, 33, seed=1), toy_split(bert_tok, 16, seed=2)  # 33 = 2 × 16 + 1
     fit(tiny_classifier(bert_tok), train, dev, quick_config(epochs=2, eval_every=2, compile=True),
         pad_token_id=0, progress=False, verbose=False)

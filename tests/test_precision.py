@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from mlm_course import precision
-from mlm_course.lab.hardware import Hardware, Processes
+from mlm_course.lab.hardware import accelerator_for
+from mlm_course.train import mixed_precision
 
 CPU = torch.device("cpu")
 GPU = torch.device("cuda", 0)
@@ -140,10 +141,14 @@ def test_cuda_before_ampere_uses_fp16_with_loss_scaling_although_torch_says_bf16
     assert precision.autocast_dtype(chosen, "fp16") is torch.float16
 
 
-@pytest.mark.parametrize(("dtype", "scaled"), [(torch.float16, True), (torch.bfloat16, False), (None, False)])
-def test_only_fp16_gets_a_loss_scaler(dtype, scaled):
-    hardware = Hardware(CPU, dtype, Processes(), seed=0, grad_accum=1)
-    assert (hardware.scaler is not None) is scaled
+@pytest.mark.parametrize(("name", "accelerates"), [("fp32", "no"), ("bf16", "bf16")])
+def test_each_precision_is_accelerates_mixed_precision_of_the_same_name(name, accelerates):
+    assert mixed_precision(name, CPU) == accelerates
+
+
+def test_fp16_on_a_cpu_is_refused_before_accelerate_is_asked():
+    with pytest.raises(ValueError, match="fp16 autocast needs a GPU"):
+        accelerator_for("fp16", "cpu")
 
 
 @pytest.mark.parametrize(("flags", "speedup", "dtype"), [
@@ -219,12 +224,12 @@ def test_precision_names(dtype, name):
 
 
 def test_autocast_on_cpu_in_fp32_is_a_no_op():
-    with Hardware(CPU, None, Processes(), seed=0, grad_accum=1).autocast():
+    with accelerator_for("fp32", "cpu").autocast():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype is torch.float32
 
 
 def test_autocast_bf16_on_cpu_computes_in_bf16():
-    with Hardware(CPU, torch.bfloat16, Processes(), seed=0, grad_accum=1).autocast():
+    with accelerator_for("bf16", "cpu").autocast():
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype is torch.bfloat16
 
 
@@ -273,8 +278,9 @@ def test_unknown_or_missing_gpu_has_no_peak():
 
 
 def test_nothing_in_the_package_resets_or_reads_accelerates_shared_state():
-    """accelerate keeps one state per process; the package uses its PartialState (lab/hardware.Processes) and never
-    resets it or reaches into its private dictionaries."""
+    """accelerate keeps one state per process; the package makes its Accelerator in lab/hardware.accelerator_for
+    (which refuses a second precision with what to do) and never resets the state or reaches into its private
+    dictionaries (only the tests reset it between tests)."""
     package = Path(precision.__file__).resolve().parent
     sources = sorted(package.rglob("*.py"))
     assert package / "precision.py" in sources and package / "lab" / "hardware.py" in sources
@@ -282,3 +288,9 @@ def test_nothing_in_the_package_resets_or_reads_accelerates_shared_state():
                 for number, line in enumerate(path.read_text().splitlines(), start=1)
                 if "_reset_state" in line or "_shared_state" in line]
     assert touching == []
+
+
+def test_notebooks_train_in_fp32_on_a_cpu_and_in_the_devices_precision_elsewhere():
+    assert precision.notebook_precision(torch.device("cpu")) == "fp32"
+    assert precision.notebook_precision(torch.device("cuda", 0)) == precision.notebook_precision(
+        torch.device("mps")) == "auto"

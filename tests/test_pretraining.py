@@ -1,6 +1,7 @@
 """Masked-LM pretraining pieces: packing, masking blocks, frozen evaluation masks, the baseline (the loss:
 test_objective.py), and the runs of :mod:`mlm_course.lab.pretrain_run` that train on them."""
 
+import json
 import math
 
 import pytest
@@ -10,8 +11,8 @@ import torch.nn.functional as F
 from mlm_course import pretraining
 from mlm_course.lab import pretrain_run
 from mlm_course.lab.pretrain_run import PretrainConfig
-from mlm_course.lab.runner import InvalidSettings
 from mlm_course.pretraining import MaskSpec
+from mlm_course.train import InvalidSettings
 
 
 @pytest.fixture
@@ -237,3 +238,14 @@ def test_pretraining_settings_name_every_bad_field():
                                          "dropout", "short_seq_prob", "corpus"}
     config = PretrainConfig(mask_rate=0.3, mask_mix=[1.0, 0.0, 0.0], mask_scheme="fixed")
     assert config.mask == MaskSpec(mask_rate=0.3, mask_mix=(1.0, 0.0, 0.0), mask_scheme="fixed")
+
+
+def test_recorded_settings_rebuild_the_configuration_without_removed_options():
+    """results.json records every option a run had; one a later course removed (prefetch) is left out, a bad value
+    is refused as on the command line."""
+    from dataclasses import asdict
+
+    recorded = json.loads(json.dumps(asdict(PretrainConfig(steps=7, mask_rate=0.3)))) | {"prefetch": None}
+    assert PretrainConfig.from_settings(recorded) == PretrainConfig(steps=7, mask_rate=0.3)
+    with pytest.raises(InvalidSettings, match="mask_rate"):
+        PretrainConfig.from_settings({**recorded, "mask_rate": 1.5})

@@ -238,12 +238,13 @@ def _batches_until(batches: list[dict], kill_at: int | None = None):
 
 
 def test_a_killed_run_resumes_to_the_weights_and_rows_of_an_uninterrupted_one(tiny_model, bert_tok, blocks, tmp_path):
-    """Accelerate's save_state/load_state through RunFolder: killed after step 4 of 7 (its checkpoint at step 3, in
+    """Accelerate's save_state/load_state through a TrainingRun: killed after step 4 of 7 (its checkpoint at step 3, in
     the middle of a 2-step logging window), the resumed run reaches the uninterrupted run's weights bit for bit —
     dropout on, so the random state travels too — and writes the same metrics rows and evaluations."""
     from accelerate import Accelerator
 
-    from mlm_course.lab.run_files import RunFolder, read_metrics
+    from mlm_course.lab.run_files import read_metrics
+    from mlm_course.lab.training_run import TrainingRun
 
     small = fixed_batches(blocks, bert_tok, 4, 4)
     config = train.TrainConfig(steps=7, batch_size=4, lr=1e-3, warmup_ratio=0.0, log_every=2, eval_every=3)
@@ -254,7 +255,7 @@ def test_a_killed_run_resumes_to_the_weights_and_rows_of_an_uninterrupted_one(ti
         torch.manual_seed(1 if resume else 0)  # the resumed run's dropout draws come from the checkpoint
         return train.train_with_accelerate(
             copy.deepcopy(model), batches, masked_lm_loss, config, evaluate=lambda m: {"loss": 1.0},
-            accelerator=Accelerator(cpu=True), run=RunFolder(out, save_every=3, settings=settings, resume=resume))
+            accelerator=Accelerator(cpu=True), run=TrainingRun(out, save_every=3, settings=settings, resume=resume))
 
     whole = run(tmp_path / "whole", _batches_until(small))
     with pytest.raises(Killed):
@@ -268,5 +269,5 @@ def test_a_killed_run_resumes_to_the_weights_and_rows_of_an_uninterrupted_one(ti
     assert strip[0] == strip[1] and [row["step"] for row in strip[0] if row["split"] == "train"] == [2, 4, 6, 7]
     assert resumed.steps == whole.steps == 7
     with pytest.raises(ValueError, match="trained with lr=0.001, not 0.002: resume with the same settings"):
-        RunFolder(tmp_path / "killed", save_every=3, settings={**settings, "lr": 2e-3}, resume=True).resume(
-            Accelerator(cpu=True), model, train.Record(None))
+        TrainingRun(tmp_path / "killed", save_every=3, settings={**settings, "lr": 2e-3}, resume=True).start(
+            Accelerator(cpu=True), model, train.Record(None), 7)

@@ -1,7 +1,7 @@
 """Which examples go into micro-batch (step, slot) of a run: a fresh seeded order each epoch.
 
-A function of (step, slot) only, never of what ran before, so a resumed run and the :class:`Prefetcher
-<mlm_course.lab.hardware.Prefetcher>` see exactly the batches an uninterrupted run sees.
+A function of (step, slot) only, never of what ran before, so a resumed run sees exactly the batches an
+uninterrupted run sees.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def _parse_as(field: dataclasses.Field) -> dict:
 
 def add_config_options(parser: argparse.ArgumentParser, config_class) -> None:
     """One option per field of ``config_class``, named after it, with its default and help."""
-    from mlm_course.lab.runner import OptimiserSettings
+    from mlm_course.lab.options import OptimiserSettings
 
     shared = {f.name: f.metadata.get("help", "") for f in dataclasses.fields(OptimiserSettings)}
     for field in dataclasses.fields(config_class):
@@ -74,7 +74,7 @@ def add_config_options(parser: argparse.ArgumentParser, config_class) -> None:
 
 def config_from(args: argparse.Namespace, config_class):
     """The configuration of parsed ``args``; a bad value is a parser error naming each bad option."""
-    from mlm_course.lab.runner import InvalidSettings
+    from mlm_course.train import InvalidSettings
 
     values = {field.name: getattr(args, field.name) for field in dataclasses.fields(config_class)}
     try:

@@ -1,6 +1,7 @@
 """Fine-tuning runs: :class:`FinetuneConfig` (every setting of ``mlm-course finetune``, one field per option), the
-length-bucketed batches of each step, :func:`fit` (the runner with the classification loss, dev evaluation, the
-best weights kept, early stopping) and :func:`run` (one complete run: load, fit, evaluate on dev and test, write).
+length-bucketed batches of each step, :func:`fit` (the lessons' loop with Accelerate and the classification loss, dev
+evaluation, the best weights kept and written, early stopping) and :func:`run` (one complete run: load, fit, evaluate
+on dev and test, write).
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -31,13 +32,16 @@ from mlm_course.finetune import (
     sentiment_data,
 )
 from mlm_course.finetune.data import MIN_MAX_LENGTH
-from mlm_course.lab.hardware import Processes
+from mlm_course.lab.batch_order import step_batches
+from mlm_course.lab.hardware import accelerator_for, compiled, describe_accelerator
+from mlm_course.lab.options import OptimiserSettings
 from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_atomic
-from mlm_course.lab.runner import InvalidSettings, LoopConfig, OptimiserSettings, TrainLoop
 from mlm_course.lab.seeds import generator_for
+from mlm_course.lab.training_run import TrainingRun
 from mlm_course.masking import IGNORE_INDEX
 from mlm_course.models import CONFIGS, hub_refusal
 from mlm_course.precision import machine
+from mlm_course.train import InvalidSettings, TrainConfig, train_with_accelerate
 
 BEST_DIR = "best"
 RESULTS_FILE = "results.json"
@@ -97,14 +101,16 @@ class FinetuneConfig(OptimiserSettings):
             return self.pad_to_multiple_of if self.pad_to_multiple_of > 1 else None
         return COMPILE_WIDTH if self.compile else 8 if device_type == "cuda" else None
 
-    def loop_config(self, batches_per_epoch: int, slots: int) -> LoopConfig:
-        """``epochs`` passes over the batches (at most ``max_steps`` optimiser steps of ``slots`` micro-batches);
-        dev evaluation every ``eval_every`` steps, else once per epoch."""
+    def train_config(self, batches_per_epoch: int, slots: int, *, keep_best: bool) -> TrainConfig:
+        """The loop's settings: ``epochs`` passes over the batches (at most ``max_steps`` optimiser steps of
+        ``slots`` micro-batches), dev evaluation every ``eval_every`` steps, else once per epoch; the best dev
+        accuracy's weights kept when ``keep_best``."""
         total = math.ceil(batches_per_epoch * self.epochs / slots)
         total = total if self.max_steps is None else min(total, self.max_steps)
-        shared = {f.name: getattr(self, f.name) for f in fields(OptimiserSettings)}
-        per_epoch = math.ceil(batches_per_epoch / slots)
-        return LoopConfig(**shared, steps=total, eval_every=self.eval_every or per_epoch, save_every=10**9)
+        shared = {name: getattr(self, name) for name in TrainConfig.__dataclass_fields__
+                  if name not in ("steps", "eval_every", "keep_best")}
+        return TrainConfig(**shared, steps=total, eval_every=self.eval_every or math.ceil(batches_per_epoch / slots),
+                           keep_best="accuracy" if keep_best else None)
 
 
 class RunBatches:
@@ -150,96 +156,80 @@ class FitResult:
     best_dev: dict | None
     stopped_early: bool
     seconds: float
-    metrics: list[dict]
+    history: list[dict]  # every logged row (the loop's Trained.history)
     description: str
     best_dir: Path | None = None
     tokens: int = 0  # input positions trained on by this process (padding included)
 
 
-def better(row: dict, best: dict, loss_tolerance: float = 1e-4) -> bool:
-    """Higher dev accuracy wins; at equal accuracy a dev loss lower by more than ``loss_tolerance``."""
-    if row["accuracy"] != best["accuracy"]:
-        return row["accuracy"] > best["accuracy"]
-    return row["loss"] < best["loss"] - loss_tolerance
+def dev_scores(model: torch.nn.Module, dev: Encoded, *, pad_token_id: int, batch_size: int) -> dict:
+    """Loss, accuracy and F1 on ``dev`` (every process scores all of it, so all take the same decisions)."""
+    log_probs = score(model, dev, pad_token_id=pad_token_id, batch_size=batch_size)
+    metrics = classification_metrics(dev.labels, log_probs.argmax(-1).tolist(), log_probs.shape[1])
+    return {"loss": float(torch.nn.functional.nll_loss(log_probs, torch.tensor(dev.labels))), **metrics}
 
 
-class BestOnDev:
-    """Dev scoring for the runner, and the best dev evaluation so far: its row, its weights (on the CPU), its
-    ``best/`` folder (with ``out``, main process only) and the evaluations since it (for ``patience``)."""
+class FineTuningRun(TrainingRun):
+    """A fine-tuning run's files and progress bar, and: the best dev model written to ``best/`` (with the
+    tokenizer and its dev row) whenever a dev evaluation is the best so far, and a stop after ``patience``
+    evaluations without one."""
 
-    def __init__(self, dev: Encoded, config: FinetuneConfig, *, pad_token_id: int, tokenizer, out: Path | None,
-                 is_main: bool):
-        self.dev = dev
-        self.config = config
-        self.pad_token_id = pad_token_id
-        self.tokenizer = tokenizer
-        self.out = out
-        self.is_main = is_main
-        self.model = None  # the runner's model, whose weights are kept: set once the runner exists
-        self.row: dict | None = None  # the best dev evaluation so far
-        self.state: dict | None = None  # its weights, on the CPU
-        self.dir: Path | None = None  # its best/ folder
-        self.since = 0  # evaluations since it
+    def __init__(self, out_dir: str | os.PathLike | None, *, patience: int | None, tokenizer=None,
+                 progress: bool = False):
+        super().__init__(out_dir, progress=progress)
+        self.patience, self.tokenizer = patience, tokenizer
+        self.since, self.best_dir, self.stopped = 0, None, False
 
-    def evaluate(self, model: torch.nn.Module) -> dict:
-        log_probs = score(model, self.dev, pad_token_id=self.pad_token_id, batch_size=self.config.eval_batch_size)
-        metrics = classification_metrics(self.dev.labels, log_probs.argmax(-1).tolist(), log_probs.shape[1])
-        return {"loss": float(torch.nn.functional.nll_loss(log_probs, torch.tensor(self.dev.labels))), **metrics}
-
-    def after_evaluation(self, row: dict) -> bool:
-        """Keep the best dev row and weights; True when patience is exhausted."""
-        if self.row is None or better(row, self.row):
-            self.row = row
+    def should_stop(self, step: int) -> bool:
+        row = self.record.history[-1] if self.record.history else None
+        if row is None or row["step"] != step or row["split"] == "train":
+            return False  # no dev evaluation at this step
+        if row is self.record.best:
             self.since = 0
-            self.state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-            if self.out is not None and self.is_main:
-                self.dir = write_folder_atomic(self.out / BEST_DIR, self._write)
+            if self.out is not None and self.main:
+                self.best_dir = write_folder_atomic(self.out / BEST_DIR, self._write)
         else:
             self.since += 1
-        return self.config.patience is not None and self.since >= self.config.patience
+        self.stopped = self.patience is not None and self.since >= self.patience and step < self.steps
+        return self.stopped
 
     def _write(self, folder: Path) -> None:
         self.model.save_pretrained(folder)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder)
-        write_json_atomic(folder / "dev_metrics.json", self.row)
+        write_json_atomic(folder / "dev_metrics.json", self.record.best)
 
 
 def fit(model: torch.nn.Module, train: Encoded, dev: Encoded | None, config: FinetuneConfig, *, pad_token_id: int,
         tokenizer: PreTrainedTokenizerBase | None = None, out_dir: str | os.PathLike | None = None,
-        progress: bool = True, verbose: bool = True, processes: Processes | None = None) -> FitResult:
-    """Fine-tune ``model`` on ``train``: the runner calls :func:`mlm_course.steps.training_step` with
-    :func:`~mlm_course.finetune.classification_loss`; dev evaluation keeps the best weights and stops after
-    ``patience`` evaluations without gain. With ``out_dir`` the main process writes ``metrics.jsonl`` and the best
-    model (``best/``, with ``tokenizer``) atomically. Under ``accelerate launch`` each process trains on its own
-    micro-batches and every process scores all of dev, so all take the same decisions."""
+        progress: bool = True, verbose: bool = True) -> FitResult:
+    """Fine-tune ``model`` on ``train`` with the lessons' loop with Accelerate
+    (:func:`mlm_course.train.train_with_accelerate`) and :func:`~mlm_course.finetune.classification_loss`; dev
+    evaluation keeps the best weights and stops after ``patience`` evaluations without gain. With ``out_dir`` the
+    main process writes ``metrics.jsonl`` and the best model (``best/``, with ``tokenizer``) atomically. Under
+    ``accelerate launch`` each process trains on its share of every step's micro-batches."""
     if len(train) < 1:
         raise ValueError("the training split is empty: pass at least one example")
     if config.patience is not None and dev is None:
         raise ValueError("early stopping needs a dev split: pass dev=... or set patience=None")
-    processes = processes or Processes()
-    slots = config.grad_accum * processes.count
-    out = Path(out_dir) if out_dir is not None else None
-    device_type = (config.device or ("cuda" if torch.cuda.is_available() else "cpu")).split(":")[0]
+    accelerator = accelerator_for(config.precision, config.device)
+    slots = config.grad_accum * accelerator.num_processes
     batches = RunBatches(train, config.batch_size, seed=config.seed, pad_token_id=pad_token_id,
-                         pad_to_multiple_of=config.padding_multiple(device_type), full_rows=config.compile)
-    best = BestOnDev(dev, config, pad_token_id=pad_token_id, tokenizer=tokenizer, out=out,
-                     is_main=processes.is_main) if dev is not None else None
-    loop = TrainLoop(model, config.loop_config(batches.per_epoch, slots),
-                     batch_for_step=lambda step, slot: batches(step * slots + slot), loss_fn=classification_loss,
-                     evaluate=best.evaluate if best else None, after_evaluation=best.after_evaluation if best else None,
-                     out_dir=out, checkpoints=False, eval_split="dev", progress=progress, processes=processes,
-                     annotate=lambda step: {"epoch": round(step * slots / batches.per_epoch, 3)})
-    if best is not None:
-        best.model = loop.model
-    if verbose and processes.is_main:
-        print(loop.description, flush=True)
-    done = loop.train()
-    if best is not None and best.state is not None:
-        loop.model.load_state_dict(best.state)
-    return FitResult(loop.model.eval(), done.steps_done, round(done.steps_done * slots / batches.per_epoch, 3),
-                     best.row["step"] if best and best.row else None, best.row if best else None, done.stopped_early,
-                     done.seconds, done.metrics, loop.description, best.dir if best else None, done.tokens)
+                         pad_to_multiple_of=config.padding_multiple(accelerator.device.type), full_rows=config.compile)
+    description = describe_accelerator(accelerator, config.compile)
+    if verbose and accelerator.is_main_process:
+        print(description, flush=True)
+    run = FineTuningRun(out_dir, patience=config.patience, tokenizer=tokenizer, progress=progress)
+    evaluate = None if dev is None else partial(dev_scores, dev=dev, pad_token_id=pad_token_id,
+                                                batch_size=config.eval_batch_size)
+    micro_batches = step_batches(lambda step, slot: batches(step * slots + slot), slots, config.seed)
+    train_config = config.train_config(batches.per_epoch, slots, keep_best=dev is not None)
+    done = train_with_accelerate(compiled(model, config.compile), micro_batches, classification_loss, train_config,
+                                 evaluate=evaluate, split="dev", accelerator=accelerator, run=run)
+    best = done.best
+    return FitResult(done.model, done.steps, round(done.steps * slots / batches.per_epoch, 3),
+                     best["step"] if best else None, best, run.stopped, done.seconds, done.history, description,
+                     run.best_dir, done.tokens)
 
 
 def run(config: FinetuneConfig, *, out_dir: str | os.PathLike | None = None, progress: bool = True,
@@ -258,25 +248,27 @@ def run(config: FinetuneConfig, *, out_dir: str | os.PathLike | None = None, pro
                                     seed=config.seed)
               for split, examples in (("train", config.train_examples), ("dev", config.eval_examples),
                                       ("test", config.eval_examples))}
-    processes = Processes()
-    if out_dir is not None and processes.is_main:
+    from accelerate import PartialState
+
+    processes = PartialState(cpu=not torch.cuda.is_available())  # no GPU: processes join over gloo
+    if out_dir is not None and processes.is_main_process:
         check_output_dir(out_dir)  # after the checks of the model and the data: a bad name leaves no folder behind
     parameters = sum(p.numel() for p in model.parameters())
-    if verbose and processes.is_main:
+    if verbose and processes.is_main_process:
         print(f"{config.model}: {parameters:,} parameters; {len(splits['train']):,} training, {len(splits['dev']):,} "
               f"dev and {len(splits['test']):,} test sentences", flush=True)
     wall = time.perf_counter()
     result = fit(model, splits["train"], splits["dev"], config, pad_token_id=tokenizer.pad_token_id,
-                 tokenizer=tokenizer, out_dir=out_dir, progress=progress, verbose=verbose, processes=processes)
+                 tokenizer=tokenizer, out_dir=out_dir, progress=progress, verbose=verbose)
     evals = {split: evaluate(result.model, splits[split], pad_token_id=tokenizer.pad_token_id,
                              batch_size=config.eval_batch_size) for split in ("dev", "test")}
     summary = {"model": config.model, "parameters": parameters, "max_length": config.max_length,
-               **_summary(splits, result, evals, time.perf_counter() - wall, config, processes.count)}
-    if out_dir is not None and processes.is_main:
+               **_summary(splits, result, evals, time.perf_counter() - wall, config, processes.num_processes)}
+    if out_dir is not None and processes.is_main_process:
         for item in (result.model, tokenizer):
             item.save_pretrained(out_dir)
         write_json_atomic(Path(out_dir) / RESULTS_FILE, summary)
-    if verbose and processes.is_main:
+    if verbose and processes.is_main_process:
         test = evals["test"].metrics
         print(f"dev accuracy {evals['dev'].metrics['accuracy']:.4f}, test accuracy {test['accuracy']:.4f}, "
               f"F1 {test['f1']:.4f} ({result.seconds:.0f} s of training)", flush=True)

@@ -23,7 +23,13 @@ from mlm_course import bert, models
 from mlm_course.lab import finetune_run, pretrain_run
 from mlm_course.lab.cli import _at_least_one
 from mlm_course.lab.run_files import write_json_atomic
-from mlm_course.precision import autocast_dtype, cpu_matmul_tflops, peak_tflops, pick_device
+from mlm_course.precision import (
+    autocast_dtype,
+    cpu_matmul_tflops,
+    notebook_precision,
+    peak_tflops,
+    pick_device,
+)
 
 BERT_BASE = "bert-base-uncased"
 #: What to expect of bert-base on the nearest public benchmark: SST-2 (GLUE), whose sentences come from the same
@@ -93,7 +99,7 @@ def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple
     config = pretrain_run.PretrainConfig(
         size=sizes.pretrain_size, minutes=sizes.pretrain_minutes, batch_size=sizes.pretrain_batch_size,
         max_chars=sizes.max_chars, lr=1e-3, warmup_ratio=0.06, dropout=0.0, short_seq_prob=0.1,
-        eval_every=10**6, save_every=10**6, device=str(device), log_every=50)
+        eval_every=10**6, save_every=10**6, device=str(device), precision=notebook_precision(device), log_every=50)
     out = work / "pretrained"
     done = pretrain_run.run(config, out, progress=False, verbose=False)
     model, train = done.model, done.train
@@ -106,11 +112,12 @@ def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple
 
 
 def fine_tune(source: str, name: str, device: torch.device, sizes: FinaleSizes, work: Path, *, lr: float) -> dict:
-    """Fine-tune ``source`` for sentiment on ``device``; tokens/s, utilisation and test accuracy."""
+    """Fine-tune ``source`` for sentiment on ``device`` (in fp32 on a CPU, the device's precision elsewhere: the
+    notebook's one precision); tokens/s, utilisation and test accuracy."""
     config = finetune_run.FinetuneConfig(
         model=source, epochs=sizes.epochs, max_steps=sizes.max_steps, batch_size=sizes.batch_size, lr=lr,
         train_examples=sizes.train_examples, eval_examples=sizes.eval_examples, device=str(device), patience=None,
-        log_every=50)
+        precision=notebook_precision(device), log_every=50)
     done = finetune_run.run(config, out_dir=work / "finetuned", progress=False, verbose=False)
     train = done.train
     rate, mfu = utilisation(done.model.config, train.tokens, train.seconds, config.max_length, device,

@@ -15,7 +15,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 
@@ -24,10 +24,11 @@ from transformers import PreTrainedTokenizerBase
 
 from mlm_course import corpus, models, tokenization
 from mlm_course.lab.batch_order import check_enough_examples, cycle_batches, epoch_of, step_batches
-from mlm_course.lab.hardware import accelerator_for
-from mlm_course.lab.run_files import RunFolder, RunResult, check_output_dir, write_json_atomic
-from mlm_course.lab.runner import InvalidSettings, OptimiserSettings, check_same_shape
+from mlm_course.lab.hardware import accelerator_for, compiled
+from mlm_course.lab.options import OptimiserSettings
+from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_atomic
 from mlm_course.lab.seeds import generator_for
+from mlm_course.lab.training_run import TrainingRun
 from mlm_course.masking import MaskSpec
 from mlm_course.objective import masked_lm_loss, masked_positions
 from mlm_course.precision import machine
@@ -39,7 +40,7 @@ from mlm_course.pretraining import (
     shorten_blocks,
     unigram_baseline,
 )
-from mlm_course.train import TrainConfig, Trained, train_with_accelerate
+from mlm_course.train import InvalidSettings, TrainConfig, Trained, train_with_accelerate
 
 CORPORA = ("course", "reviews")
 PLAN_FILE = "plan.json"
@@ -96,9 +97,6 @@ class PretrainConfig(OptimiserSettings):
                   "corpus": (self.corpus in CORPORA, f"must be one of {', '.join(CORPORA)}"),
                   "minutes": (self.minutes is None or self.minutes > 0, "must be > 0 (or unset: no budget)")}
         problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
-        if self.prefetch:
-            problems["prefetch"] = ("is the fine-tuning runner's: pretraining's loop (train_with_accelerate) builds "
-                                    "each step's batches as it needs them, leave it out")
         if problems:
             raise InvalidSettings("pretraining", problems)
 
@@ -125,6 +123,13 @@ class PretrainConfig(OptimiserSettings):
         if self.stack_to is not None and not self.init_from:
             problems["stack_to"] = "grows a trained model: give it together with --init-from"
         return problems
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> PretrainConfig:
+        """The configuration a run recorded (``results.json``'s ``settings``); options a later version of the
+        course removed (``prefetch``) are left out, every other value is checked as on the command line."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in settings.items() if name in names})
 
     @property
     def mask(self) -> MaskSpec:
@@ -186,23 +191,23 @@ def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_b
     """Masked-LM pretraining of ``model`` on ``train_blocks`` with the settings of ``config``: the lessons' loop
     with Accelerate (:func:`mlm_course.train.train_with_accelerate`) and
     :func:`~mlm_course.objective.masked_lm_loss`. With ``out_dir``: ``metrics.jsonl`` and a checkpoint every
-    ``save_every`` steps, which ``resume=True`` continues from; ``progress`` prints each row as it is logged.
+    ``save_every`` steps, which ``resume=True`` continues from; ``progress`` shows a progress bar.
 
     Held-out scores on ``eval_blocks`` (None: no evaluation) with frozen BERT masks (15 %, 80/10/10, whatever
     ``config``'s masks are), so runs with different training masks are comparable; every process scores all.
     """
     check_enough_examples(len(train_blocks), config.batch_size)
-    accelerator = accelerator_for(config.precision, config.device, compile=config.compile)
+    accelerator = accelerator_for(config.precision, config.device)
     slots = config.grad_accum * accelerator.num_processes
     held_out = None if eval_blocks is None else partial(evaluate_masked_lm,
                                                         batches=frozen_eval_batches(eval_blocks, tokenizer))
     batch_for_step = training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch)
     settings = asdict(config) | recorded_settings(config)
-    run = None if out_dir is None else RunFolder(out_dir, save_every=config.save_every, settings=settings,
-                                                 resume=resume, check_model=check_same_shape, progress=progress)
-    return train_with_accelerate(model.float(), step_batches(batch_for_step, slots, config.seed), masked_lm_loss,
-                                 config.train_config(), evaluate=held_out,
-                                 accelerator=accelerator, run=run)
+    run = None if out_dir is None else TrainingRun(out_dir, save_every=config.save_every, settings=settings,
+                                                   resume=resume, progress=progress)
+    return train_with_accelerate(compiled(model, config.compile), step_batches(batch_for_step, slots, config.seed),
+                                 masked_lm_loss, config.train_config(), evaluate=held_out, accelerator=accelerator,
+                                 run=run)
 
 
 def recorded_settings(config: PretrainConfig) -> dict:

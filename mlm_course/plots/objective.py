@@ -80,10 +80,10 @@ def training_loss_curves(histories: dict, *, heldout: dict | None = None, unigra
     correct labels as a ring at its last step (rings shrink run by run, so equal losses show as concentric rings);
     ``unigram`` (a loss, or :func:`mlm_course.pretraining.unigram_baseline`'s dict) is drawn as a labelled line.
 
-    ``histories``: ``{run name: TrainResult.metrics}`` (rows with ``split == "train"`` are plotted).
+    ``histories``: ``{run name: Trained.history}`` (rows with ``split == "train"`` are plotted).
     """
     if not histories:
-        raise ValueError("pass at least one run's metrics: {name: experiments.train_with_batches(...).metrics}.")
+        raise ValueError("pass at least one run's metrics: {name: experiments.train_with_batches(...).history}.")
     fig, ax = plt.subplots(figsize=(9, 3.8))
     for k, (name, rows) in enumerate(histories.items()):
         train = [m for m in rows if m["split"] == "train"]

@@ -1,0 +1,61 @@
+"""What every training command shares (``mlm-course pretrain`` and ``finetune``): :class:`OptimiserSettings`, the
+options that become :class:`mlm_course.train.TrainConfig`'s fields of the same name, and the run's seed, device,
+precision and compilation; each checked before any work, the bad ones named as their options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlm_course.precision import PRECISIONS, device_problem
+
+
+@dataclass(kw_only=True)
+class OptimiserSettings:
+    """What every training command shares: batches, AdamW, the warm-up and linear decay, clipping, logging, seed,
+    device, precision. Warm-up lasts ``warmup_steps`` optimiser steps when given, else ``warmup_ratio`` of the run."""
+
+    batch_size: int = field(default=32, metadata={"help": "examples per micro-batch and process"})
+    grad_accum: int = field(default=1, metadata={"help": "micro-batches per optimiser step"})
+    lr: float = field(default=5e-4, metadata={"help": "peak learning rate (AdamW)"})
+    warmup_ratio: float = field(default=0.06, metadata={"help": "warm-up as a fraction of the optimiser steps"})
+    warmup_steps: int | None = field(default=None, metadata={"help": "warm-up as a number of optimiser steps "
+                                                                      "(wins over --warmup-ratio)"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW's decoupled weight decay (not on biases "
+                                                                 "and LayerNorms)"})
+    betas: tuple[float, float] = field(default=(0.9, 0.98), metadata={"help": "AdamW's beta1,beta2"})
+    eps: float = field(default=1e-6, metadata={"help": "AdamW's epsilon"})
+    max_grad_norm: float | None = field(default=1.0, metadata={"help": "clip the gradient to this norm"})
+    log_every: int = field(default=10, metadata={"help": "a training row in metrics.jsonl every N steps"})
+    seed: int = field(default=0, metadata={"help": "the seed every random draw of the run derives from"})
+    device: str | None = field(default=None, metadata={"help": "cuda, cuda:N, mps or cpu (default: the best "
+                                                                "available)"})
+    precision: str = field(default="auto", metadata={"help": "auto, fp32, bf16 or fp16. auto: bf16 on GPUs of "
+                                                             "compute capability ≥ 8.0, fp16 + loss scaling below; "
+                                                             "on a CPU bf16 only where it measures faster"})
+    compile: bool = field(default=False, metadata={"help": "torch.compile the model for training (static shapes)"})
+
+    def problems(self, counts: tuple[str, ...] = ()) -> dict[str, str]:
+        """Each bad field and what is wrong with it: ``counts`` (and the shared counts) must be ≥ 1 (or None)."""
+        problems = {name: f"must be a whole number ≥ 1, not {getattr(self, name)!r}"
+                    for name in ("batch_size", "grad_accum", "log_every", *counts)
+                    if getattr(self, name) is not None
+                    and not (type(getattr(self, name)) is int and getattr(self, name) >= 1)}
+        checks = {
+            "lr": (self.lr > 0, "must be > 0"),
+            "warmup_ratio": (0 <= self.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
+            "warmup_steps": (self.warmup_steps is None or (type(self.warmup_steps) is int and self.warmup_steps >= 0),
+                             "must be a whole number of steps ≥ 0"),
+            "weight_decay": (self.weight_decay >= 0, "must be ≥ 0 (0: no weight decay)"),
+            "betas": (len(self.betas) == 2 and all(0 <= beta < 1 for beta in self.betas),
+                      "must be two numbers in [0, 1), beta1,beta2 (e.g. 0.9,0.98)"),
+            "eps": (self.eps > 0, "must be > 0 (AdamW divides by √v + eps)"),
+            "max_grad_norm": (self.max_grad_norm is None or self.max_grad_norm > 0, "must be > 0 (or None: no clipping)"),
+            "seed": (type(self.seed) is int and 0 <= self.seed < 2**16, "must be a whole number in [0, 65535]"),
+            "precision": (self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}"),
+        }
+        problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
+        device = None if self.device is None else device_problem(self.device)
+        if device is not None:
+            problems["device"] = device
+        return problems
