@@ -12,9 +12,9 @@ model over every GPU with DataParallel and process N× the tokens counted), the 
 tokens, so no padding and tokens = batch × seq):
 
 * ``ours`` — :func:`mlm_course.lab.finetune_run.fit` on the course's :class:`~mlm_course.bert.BertClassifier`
-  (the runner calling the lessons' training step): ``--precision`` (auto: bf16 on compute capability ≥ 8.0,
-  fp16 + loss scaling before), TF32 on Ampere+, SDPA, fused AdamW, batches built ahead in a thread, no host sync
-  except at log steps; ``ours_compiled`` the same with torch.compile (``--compile``);
+  (the lessons' loop with Accelerate): ``--precision`` (auto: bf16 on compute capability ≥ 8.0, fp16 + loss
+  scaling before), TF32 on Ampere+, SDPA, fused AdamW, no host sync except at log steps (measured on the runner
+  that came before it, which also built the next batches in a thread); ``ours_compiled`` the same with torch.compile (``--compile``);
 * ``trainer_defaults`` — ``transformers.Trainer`` + ``BertForSequenceClassification`` with default
   ``TrainingArguments`` (fp32), batch size and steps set;
 * ``trainer_same_precision`` — Trainer with our precision (``bf16=True`` or ``fp16=True``) and TF32 as ours, so

@@ -9,7 +9,7 @@ Runs, each from the same seeded initial weights (the course's :class:`~mlm_cours
 loaded by transformers for its runs), timing ``--steps`` steps after ``--warmup`` untimed ones:
 
 * ``ours`` — :func:`mlm_course.lab.pretrain_run.pretrain` with a :class:`~mlm_course.lab.pretrain_run.PretrainConfig`
-  (the runner calling the lessons' training step) at ``--precision`` (auto: bf16 autocast on GPUs of compute
+  (the lessons' loop with Accelerate) at ``--precision`` (auto: bf16 autocast on GPUs of compute
   capability ≥ 8.0 and on CPUs whose bf16 matmul measures faster than fp32, see
   :func:`mlm_course.precision.auto_dtype`), logits only at the masked positions, fused AdamW;
 * ``ours_fp32`` — the same in fp32; ``ours_full_logits`` — at our precision, the vocabulary projection everywhere;

@@ -13,9 +13,10 @@ Every run trains the same model size on the same text on this CPU, one torch thr
 2 cores side by side), from step 0 until its budget of 30 CPU-minutes is spent, its schedule ends, or (ablations,
 once the targets are known) it has reached every target:
 
-* ``course`` (a) — the course's runner (:class:`~mlm_course.lab.runner.TrainLoop` with
+* ``course`` (a) — the course's loop (``time_to_loss_runs.Stepper``: the lessons' training step with
   :func:`~mlm_course.lab.pretrain_run.training_batches` and :func:`~mlm_course.objective.masked_lm_loss`, what
-  :func:`~mlm_course.lab.pretrain_run.pretrain` assembles) and the first stage of the shipped checkpoint
+  :func:`~mlm_course.lab.pretrain_run.pretrain` assembles; the stored results were measured with the course's runner
+  of that time, which ran the same step) and the first stage of the shipped checkpoint
   (``mlm_course/data/course-bert``): ``tiny`` (hidden 128, 2 layers, 2 heads, FFN 512), the course WordPiece
   (8,192), packed 128-token blocks, batch 32, AdamW lr 3e-3, betas (0.9, 0.98), eps 1e-6, weight decay 0.01,
   700 warm-up steps then linear decay over 14,000 steps, clipping at 1.0, no dropout, logits only at the masked

@@ -254,7 +254,7 @@ def attention_mask_4d(attention_mask: torch.Tensor | None, batch: int, length: i
 
     - (batch, length), 1 (or True) at real tokens, 0 at padding: (batch, 1, 1, length) bool. Its values are not
       looked at (on a GPU that would make the host wait): leave the mask out when nothing is padding, as the
-      course's runner does, and torch may pick its fastest kernel;
+      command line's batches do, and torch may pick its fastest kernel;
     - (batch, length, length), which keys each query may see: (batch, 1, length, length) bool;
     - 4-D, broadcastable to (batch, heads, length, length): bool (True = may attend) or float (added to the scores).
     """

@@ -69,20 +69,27 @@ class TrainConfig:
         problems = {name: f"must be a whole number ≥ 1, not {getattr(self, name)!r}"
                     for name in ("steps", "batch_size", "grad_accum", "eval_every", "log_every")
                     if not (type(getattr(self, name)) is int and getattr(self, name) >= 1)}
-        checks = {
-            "lr": (self.lr > 0, "must be > 0"),
-            "warmup_ratio": (0 <= self.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
-            "warmup_steps": (self.warmup_steps is None or (type(self.warmup_steps) is int and self.warmup_steps >= 0),
-                             "must be a whole number of steps ≥ 0"),
-            "weight_decay": (self.weight_decay >= 0, "must be ≥ 0 (0: no weight decay)"),
-            "betas": (len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "must be two numbers in [0, 1)"),
-            "eps": (self.eps > 0, "must be > 0"),
-            "max_grad_norm": (self.max_grad_norm is None or self.max_grad_norm > 0, "must be > 0 (or None)"),
-            "precision": (self.precision in precision.PRECISIONS, f"must be one of {', '.join(precision.PRECISIONS)}"),
-        }
-        problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
+        problems |= optimiser_problems(self)
         if problems:
             raise InvalidSettings("training", problems)
+
+
+def optimiser_problems(config) -> dict[str, str]:
+    """Each bad optimiser, schedule or precision setting of ``config`` (a :class:`TrainConfig`, or a command's
+    configuration with the same fields) and what is wrong with it."""
+    checks = {
+        "lr": (config.lr > 0, "must be > 0"),
+        "warmup_ratio": (0 <= config.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
+        "warmup_steps": (config.warmup_steps is None or (type(config.warmup_steps) is int and config.warmup_steps >= 0),
+                         "must be a whole number of steps ≥ 0"),
+        "weight_decay": (config.weight_decay >= 0, "must be ≥ 0 (0: no weight decay)"),
+        "betas": (len(config.betas) == 2 and all(0 <= beta < 1 for beta in config.betas),
+                  "must be two numbers in [0, 1), beta1,beta2 (e.g. 0.9,0.98)"),
+        "eps": (config.eps > 0, "must be > 0 (AdamW divides by √v + eps)"),
+        "max_grad_norm": (config.max_grad_norm is None or config.max_grad_norm > 0, "must be > 0 (or None: no clipping)"),
+        "precision": (config.precision in precision.PRECISIONS, f"must be one of {', '.join(precision.PRECISIONS)}"),
+    }
+    return {name: f"{why}, not {getattr(config, name)!r}" for name, (ok, why) in checks.items() if not ok}
 
 
 @dataclass

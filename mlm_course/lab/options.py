@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlm_course.precision import PRECISIONS, device_problem
+from mlm_course.precision import device_problem
+from mlm_course.train import optimiser_problems
 
 
 @dataclass(kw_only=True)
@@ -41,20 +42,9 @@ class OptimiserSettings:
                     for name in ("batch_size", "grad_accum", "log_every", *counts)
                     if getattr(self, name) is not None
                     and not (type(getattr(self, name)) is int and getattr(self, name) >= 1)}
-        checks = {
-            "lr": (self.lr > 0, "must be > 0"),
-            "warmup_ratio": (0 <= self.warmup_ratio <= 1, "must be a fraction of the steps in [0, 1]"),
-            "warmup_steps": (self.warmup_steps is None or (type(self.warmup_steps) is int and self.warmup_steps >= 0),
-                             "must be a whole number of steps ≥ 0"),
-            "weight_decay": (self.weight_decay >= 0, "must be ≥ 0 (0: no weight decay)"),
-            "betas": (len(self.betas) == 2 and all(0 <= beta < 1 for beta in self.betas),
-                      "must be two numbers in [0, 1), beta1,beta2 (e.g. 0.9,0.98)"),
-            "eps": (self.eps > 0, "must be > 0 (AdamW divides by √v + eps)"),
-            "max_grad_norm": (self.max_grad_norm is None or self.max_grad_norm > 0, "must be > 0 (or None: no clipping)"),
-            "seed": (type(self.seed) is int and 0 <= self.seed < 2**16, "must be a whole number in [0, 65535]"),
-            "precision": (self.precision in PRECISIONS, f"must be one of {', '.join(PRECISIONS)}"),
-        }
-        problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
+        problems |= optimiser_problems(self)
+        if not (type(self.seed) is int and 0 <= self.seed < 2**16):
+            problems["seed"] = f"must be a whole number in [0, 65535], not {self.seed!r}"
         device = None if self.device is None else device_problem(self.device)
         if device is not None:
             problems["device"] = device

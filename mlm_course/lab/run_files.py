@@ -62,7 +62,7 @@ def check_output_dir(out_dir: str | os.PathLike) -> Path:
 
 @dataclass
 class RunResult:
-    """A complete run (``mlm-course pretrain`` or ``finetune``): the trained model, its tokenizer, the runner's
+    """A complete run (``mlm-course pretrain`` or ``finetune``): the trained model, its tokenizer, the loop's
     result and the results.json summary (None on processes other than the main one)."""
 
     model: Any
