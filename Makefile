@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Tests and headless runs: no display, no network, and (for tests) the quick sizes of mlm_course.lab.settings.
+# Tests and headless runs: no display, no network, and (for tests) the quick sizes of mlm_course.settings.
 OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 MPLBACKEND=Agg
 QUICK   := MLM_COURSE_QUICK=1
 # one torch thread per test process: `make test` runs two (pytest -n 2) on a 2-core machine, and two threads each

@@ -89,7 +89,7 @@ def pretraining_text(
 ) -> str:
     """The paragraphs joined by a blank line ("\\n\\n").
 
-    ``max_chars`` (e.g. ``SETTINGS.corpus_max_chars``) keeps whole paragraphs while the text stays within
+    ``max_chars`` (e.g. ``SETTINGS.max_chars``) keeps whole paragraphs while the text stays within
     ``max_chars`` characters (at least the first paragraph is always kept); ``None`` keeps everything.
     """
     return _join_within(pretraining_paragraphs(split, sources), max_chars)

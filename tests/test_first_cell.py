@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlm_course import precision
-from mlm_course.lab import settings
+from mlm_course import precision, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from mlm_course.lab.settings import QUICK_ENV_VAR, Settings
+from mlm_course.settings import QUICK_ENV_VAR, Settings
 
 
 @pytest.mark.parametrize("value", ["1", "true", "YES", " on "])

@@ -154,12 +154,14 @@ register(Exercise(
 
 
 def _tiny_classifier():
-    from transformers import BertConfig, BertForSequenceClassification
+    """A tiny course ``BertClassifier``, the class section 3 shows (``model.pooler``, ``model.classifier``)."""
+    from transformers import BertConfig
 
-    torch.manual_seed(6)
+    from mlm_course.bert import BertClassifier
+
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=2)
-    return BertForSequenceClassification(config).eval()
+                        intermediate_size=32, max_position_embeddings=16)
+    return BertClassifier(config, num_labels=2, seed=6).eval()
 
 
 def _grade_73(fn) -> str | None:
@@ -170,8 +172,8 @@ def _grade_73(fn) -> str | None:
     mask[1, 5:] = 0
     ids[:, 0] = 2
     with torch.no_grad():
-        hidden = model.bert(input_ids=ids, attention_mask=mask).last_hidden_state
-        expected = model(input_ids=ids, attention_mask=mask).logits
+        hidden = model.last_hidden_state(ids, mask)
+        expected = model(ids, mask)
         got = torch.as_tensor(fn(hidden, model))
     if got.shape != expected.shape:
         return f"return logits of shape (batch, num_labels) = {tuple(expected.shape)}, got {tuple(got.shape)}."
@@ -183,7 +185,7 @@ def _grade_73(fn) -> str | None:
 
 def _solution_73():
     def head(hidden_states, model):
-        pooled = torch.tanh(model.bert.pooler.dense(hidden_states[:, 0]))
+        pooled = torch.tanh(model.pooler.dense(hidden_states[:, 0]))
         return model.classifier(pooled)
 
     return head
@@ -192,15 +194,15 @@ def _solution_73():
 _WRONG_73 = (  # (a common wrong head, its hint)
     (lambda h, m: m.classifier(h[:, 0]),
      "BERT's head first passes h_[CLS] through the pooler: tanh(pooler.dense(h)). You skipped it."),
-    (lambda h, m: m.classifier(torch.tanh(m.bert.pooler.dense(h.mean(1)))),
+    (lambda h, m: m.classifier(torch.tanh(m.pooler.dense(h.mean(1)))),
      "the pooler reads the [CLS] position only (hidden_states[:, 0]), not the mean over tokens."),
-    (lambda h, m: m.classifier(m.bert.pooler.dense(h[:, 0])), "the pooler ends with tanh: tanh(pooler.dense(h_[CLS]))."),
+    (lambda h, m: m.classifier(m.pooler.dense(h[:, 0])), "the pooler ends with tanh: tanh(pooler.dense(h_[CLS]))."),
 )
 
 register(Exercise(
     id="07.3",
-    prompt=("Write head(hidden_states, model) -> logits: BertForSequenceClassification's head from the encoder's "
-            "last hidden states (batch, seq, hidden), in eval mode."),
+    prompt=("Write head(hidden_states, model) -> logits: the head of the course's BertClassifier (model.pooler, "
+            "model.classifier; section 3) from the encoder's last hidden states (batch, seq, hidden), in eval mode."),
     grade=_grade_73,
     solution=_solution_73,
     wrong_answers=tuple(wrong for wrong, _ in _WRONG_73),

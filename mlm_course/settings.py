@@ -24,7 +24,7 @@ class Settings:
 
     quick: bool
     # corpus
-    corpus_max_chars: int | None  # slice of the pretraining text used by notebooks (None = all)
+    max_chars: int | None  # slice of the pretraining text the notebooks use (None = all; mlm-course pretrain --max-chars)
     # 01_why_log
     gd_steps: int  # gradient-descent steps fitting a unigram model by minimising the NLL
     # 03_masking
@@ -50,7 +50,7 @@ class Settings:
     def full(cls) -> Settings:
         return cls(
             quick=False,
-            corpus_max_chars=None,
+            max_chars=None,
             gd_steps=1500,
             masking_rows=10_000,
             objective_steps=200,
@@ -71,7 +71,7 @@ class Settings:
         return replace(
             cls.full(),
             quick=True,
-            corpus_max_chars=400_000,
+            max_chars=400_000,
             gd_steps=300,
             masking_rows=2_000,
             objective_steps=20,
@@ -111,7 +111,7 @@ SETTINGS = Settings.from_env()
 
 def device_line() -> str:
     """What the notebooks' first cell prints, so a learner knows which path a notebook takes: the GPU's name,
-    Apple's GPU, or the CPU with the sizes to expect there (:mod:`~mlm_course.lab.settings`)."""
+    Apple's GPU, or the CPU with the sizes to expect there (:mod:`~mlm_course.settings`)."""
     device = pick_device()
     if device.type == "cuda":
         return f"GPU: {torch.cuda.get_device_name(device)}"
