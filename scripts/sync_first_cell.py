@@ -42,7 +42,7 @@ if importlib.util.find_spec("mlm_course") is None:
     from mlm_course.lab.setup import finish_install
 
     finish_install(loaded=sys.modules)  # dependencies, MiniLM, stored results; asks for a restart if needed
-from mlm_course.lab.settings import device_line
+from mlm_course.settings import device_line
 
 print(device_line())'''
 
