@@ -40,7 +40,7 @@ from mlm_course.lab.seeds import generator_for
 from mlm_course.lab.training_run import TrainingRun
 from mlm_course.masking import IGNORE_INDEX
 from mlm_course.models import CONFIGS, hub_refusal
-from mlm_course.precision import machine
+from mlm_course.precision import machine, pick_device
 from mlm_course.train import InvalidSettings, TrainConfig, train_with_accelerate
 
 BEST_DIR = "best"
@@ -250,7 +250,7 @@ def run(config: FinetuneConfig, *, out_dir: str | os.PathLike | None = None, pro
                                       ("test", config.eval_examples))}
     from accelerate import PartialState
 
-    processes = PartialState(cpu=not torch.cuda.is_available())  # no GPU: processes join over gloo
+    processes = PartialState(cpu=pick_device(config.device).type == "cpu")  # the run's device (CPUs join over gloo)
     if out_dir is not None and processes.is_main_process:
         check_output_dir(out_dir)  # after the checks of the model and the data: a bad name leaves no folder behind
     parameters = sum(p.numel() for p in model.parameters())

@@ -31,7 +31,7 @@ from mlm_course.lab.seeds import generator_for
 from mlm_course.lab.training_run import TrainingRun
 from mlm_course.masking import MaskSpec
 from mlm_course.objective import masked_lm_loss, masked_positions
-from mlm_course.precision import machine
+from mlm_course.precision import machine, pick_device
 from mlm_course.pretraining import (
     evaluate_masked_lm,
     frozen_eval_batches,
@@ -233,7 +233,7 @@ def run(config: PretrainConfig, out_dir: str | os.PathLike, *, resume: bool = Fa
     from accelerate import PartialState
 
     out = Path(out_dir)
-    processes = PartialState(cpu=not torch.cuda.is_available())  # no GPU: processes join over gloo
+    processes = PartialState(cpu=pick_device(config.device).type == "cpu")  # the run's device (CPUs join over gloo)
     tokenizer = tokenization.course_tokenizer()
     train_blocks, eval_blocks = packed_text(config, tokenizer)
     check_enough_examples(len(train_blocks), config.batch_size)
