@@ -1,6 +1,8 @@
 """The loop on one screen (mlm_course.train.train) against the command line's loop (its Accelerate edition,
 mlm_course.train.train_with_accelerate, as mlm_course.lab.pretrain_run.pretrain and finetune_run.fit run it), on this
-CPU: tokens per CPU-second of the same training, for pretraining and for fine-tuning.
+CPU: tokens per CPU-second of the same training, for pretraining and for fine-tuning; for fine-tuning also
+transformers' ``Trainer`` on ``BertForSequenceClassification`` from the same checkpoint, at the same precision, batch
+and recipe.
 
     .venv/bin/python benchmarks/bench_loop.py            # writes benchmarks/results/loop.json
     .venv/bin/python benchmarks/bench_loop.py --quick    # a smoke run (seconds); writes only with --out
@@ -18,6 +20,7 @@ import argparse
 import json
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,7 +74,35 @@ def fine_tuning_candidates(steps: int) -> dict:
         batches = finetune.training_batches(data, 32, pad_token_id=tok.pad_token_id)
         return train(model(), batches, finetune.classification_loss, config, device="cpu").tokens
 
-    return {"accelerate": accelerate, "train": loop}
+    return {"accelerate": accelerate, "train": loop, "trainer": lambda: trainer_tokens(tok, data, steps)}
+
+
+def trainer_tokens(tok, data: finetune.Encoded, steps: int) -> int:
+    """transformers' ``Trainer`` fine-tuning ``BertForSequenceClassification`` from the same checkpoint, fp32, batch
+    32, the same peak rate, warm-up share and weight decay, its own padding collator (each batch padded to its
+    longest sentence, in a random order: no length buckets); returns the input positions it trained on."""
+    from transformers import (
+        BertForSequenceClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
+
+    pad, counted = DataCollatorWithPadding(tok), []
+
+    def collate(rows: list[dict]) -> dict:
+        batch = pad(rows)
+        counted.append(batch["input_ids"].numel())
+        return batch
+
+    rows = [{"input_ids": ids, "labels": label} for ids, label in zip(data.input_ids, data.labels, strict=True)]
+    net = BertForSequenceClassification.from_pretrained(models.resolve("course"), num_labels=2)
+    with tempfile.TemporaryDirectory() as out:
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=32, max_steps=steps, learning_rate=5e-4,
+                                 warmup_steps=max(1, steps // 10), weight_decay=0.01, report_to="none",
+                                 save_strategy="no", logging_strategy="no", disable_tqdm=True, use_cpu=True, seed=0)
+        Trainer(model=net, args=args, train_dataset=rows, data_collator=collate).train()
+    return sum(counted)
 
 
 def tokens_per_cpu_second(candidates: dict, rounds: int) -> dict:
@@ -97,13 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     steps, rounds, chars = (3, 1, 200_000) if args.quick else (60, 5, 2_000_000)
     document = {"what": "the one-screen loop (train) against the command line's (train_with_accelerate through "
-                        "pretrain and fit), the same model, batch 32 and recipe, fp32, one thread, no evaluation",
+                        "pretrain and fit), the same model, batch 32 and recipe, fp32, one thread, no evaluation; "
+                        "fine-tuning also against transformers' Trainer (BertForSequenceClassification, the same "
+                        "checkpoint, batch, precision and recipe, its own padding collator)",
                 "steps_per_run": steps, "rounds": rounds}
     for task, candidates in (("pretraining (tiny, 32 x 128)", pretraining_candidates(steps, chars)),
                              ("fine-tuning (the course checkpoint, 32 sentences)", fine_tuning_candidates(steps))):
         result = tokens_per_cpu_second(candidates, rounds)
         rates = result["tokens_per_cpu_second"]
         document[task] = {**result, "train_over_accelerate": round(rates["train"] / rates["accelerate"], 3)}
+        if "trainer" in rates:
+            document[task]["accelerate_over_trainer"] = round(rates["accelerate"] / rates["trainer"], 3)
     document["machine"] = {**machine(torch.device("cpu")), "date": time.strftime("%Y-%m-%d")}
     print(json.dumps(document, indent=2))
     timing.save_results(document, args.out, RESULTS, smoke=args.quick)
