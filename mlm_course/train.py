@@ -215,11 +215,14 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], loss_fn: Callable[[t
     return record.result(model)
 
 
+#: Accelerate's name for each autocast dtype (None: fp32, no autocast).
+ACCELERATE_NAMES = {None: "no", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
 def mixed_precision(name: str, device: torch.device | None = None) -> str:
     """Accelerate's name ("no", "bf16", "fp16") for the precision ``name`` gives on ``device`` (default: the best
     available): :func:`~mlm_course.precision.autocast_dtype` decides, ``auto`` included."""
-    dtype = precision.autocast_dtype(device or precision.pick_device(), name)
-    return {None: "no", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+    return ACCELERATE_NAMES[precision.autocast_dtype(device or precision.pick_device(), name)]
 
 
 def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 
 from mlm_course.precision import describe, enable_tf32, pick_device
-from mlm_course.train import mixed_precision
+from mlm_course.train import ACCELERATE_NAMES, mixed_precision
 
-DTYPES = {"no": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {name: dtype for dtype, name in ACCELERATE_NAMES.items()}  # Accelerate's name → autocast dtype
 
 
 def accelerator_for(precision: str, device: str | None = None):

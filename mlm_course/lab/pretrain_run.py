@@ -202,19 +202,11 @@ def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_b
     held_out = None if eval_blocks is None else partial(evaluate_masked_lm,
                                                         batches=frozen_eval_batches(eval_blocks, tokenizer))
     batch_for_step = training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch)
-    settings = asdict(config) | recorded_settings(config)
-    run = None if out_dir is None else TrainingRun(out_dir, save_every=config.save_every, settings=settings,
+    run = None if out_dir is None else TrainingRun(out_dir, save_every=config.save_every, settings=asdict(config),
                                                    resume=resume, progress=progress)
     return train_with_accelerate(compiled(model, config.compile), step_batches(batch_for_step, slots, config.seed),
                                  masked_lm_loss, config.train_config(), evaluate=held_out, accelerator=accelerator,
                                  run=run)
-
-
-def recorded_settings(config: PretrainConfig) -> dict:
-    """What checkpoints and results.json record of the data, model and masking settings."""
-    names = ("size", "init_from", "stack_to", "corpus", "max_chars", "seq_len", "dropout", "mask_rate", "mask_mix",
-             "mask_scheme", "short_seq_prob", "static_copies", "sparse_logits")
-    return {name: getattr(config, name) for name in names} | {"mask_mix": list(config.mask_mix)}
 
 
 # ---- one complete run (`mlm-course pretrain`) ----------------------------------------------------------------------
