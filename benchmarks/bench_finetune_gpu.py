@@ -88,7 +88,7 @@ def run_ours(config: BertConfig, data: finetune.Encoded, args, compile_: bool) -
     timing.free_memory()
     torch._dynamo.reset()
     steps = args.warmup + args.steps
-    settings = FinetuneConfig(epochs=1, max_steps=steps, batch_size=args.batch_size, lr=2e-5, warmup_ratio=0.1,
+    settings = FinetuneConfig(epochs=1, steps=steps, batch_size=args.batch_size, lr=2e-5, warmup_ratio=0.1,
                               patience=None, log_every=args.warmup, compile=compile_, precision=args.precision,
                               device=args.device)
     model = BertClassifier.from_transformers(reference(config))

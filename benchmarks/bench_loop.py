@@ -43,7 +43,7 @@ def pretraining_candidates(steps: int, chars: int) -> dict:
     blocks = pack_blocks([corpus.pretraining_text("train", max_chars=chars)], tok, 128)
 
     def model():
-        return models.build_model("tiny", tok, seed=0, max_length=128, dropout=0.0)
+        return models.build_model("tiny", tok, seed=0, max_positions=128, dropout=0.0)
 
     def accelerate():
         config = PretrainConfig(steps=steps, batch_size=32, lr=3e-3, warmup_ratio=0.1, dropout=0.0, eval_every=10**6,
@@ -65,7 +65,7 @@ def fine_tuning_candidates(steps: int) -> dict:
         return finetune.load_classifier("course", seed=0)[0]
 
     def accelerate():
-        config = FinetuneConfig(model="course", epochs=100, max_steps=steps, batch_size=32, lr=5e-4, warmup_ratio=0.1,
+        config = FinetuneConfig(model="course", epochs=100, steps=steps, batch_size=32, lr=5e-4, warmup_ratio=0.1,
                                 patience=None, log_every=10, precision="fp32", device="cpu")
         return fit(model(), data, None, config, pad_token_id=tok.pad_token_id, progress=False, verbose=False).tokens
 

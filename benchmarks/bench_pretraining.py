@@ -67,7 +67,7 @@ MASK_RATE = 0.15
 
 def time_ours(args, tok, blocks, precision: str, sparse: bool) -> float:
     timing.free_memory()
-    model = build_model(args.size, tok, seed=0, max_length=args.seq_len)
+    model = build_model(args.size, tok, seed=0, max_positions=args.seq_len)
     steps = args.warmup + args.steps
     config = PretrainConfig(steps=steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=1e-4, warmup_steps=0,
                             eval_every=10**9, save_every=10**9, log_every=args.warmup, device=args.device,
@@ -83,7 +83,7 @@ def time_trainer(args, tok, blocks, precision: str | None) -> float:
     marks: dict[int, float] = {}
     options = {} if precision in (None, "fp32") else {"bf16": precision == "bf16", "fp16": precision == "fp16"}
     with tempfile.TemporaryDirectory() as out:
-        build_model(args.size, tok, seed=0, max_length=args.seq_len).save_pretrained(Path(out) / "model")
+        build_model(args.size, tok, seed=0, max_positions=args.seq_len).save_pretrained(Path(out) / "model")
         model = BertForMaskedLM.from_pretrained(Path(out) / "model")
         dataset = [{"input_ids": row} for row in blocks.tolist()]
         targs = TrainingArguments(output_dir=out, per_device_train_batch_size=args.batch_size,
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     precision = precision_name(autocast_dtype(device, args.precision))
     tokens = args.steps * args.batch_size * args.seq_len
     seconds = timed_runs(args, tok, blocks, precision, device)
-    config = build_model(args.size, tok, max_length=args.seq_len).config
+    config = build_model(args.size, tok, max_positions=args.seq_len).config
     cpu_peaks, our_peak = peak_gflops(device, precision)
     ours_gflops = achieved_gflops(config, args.seq_len, tokens, seconds["ours"], sparse=True)
     result = {

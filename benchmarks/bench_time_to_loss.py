@@ -14,7 +14,7 @@ Every run trains the same model size on the same text on this CPU, one torch thr
 once the targets are known) it has reached every target:
 
 * ``course`` (a) — the course's loop (``time_to_loss_runs.Stepper``: the lessons' training step with
-  :func:`~mlm_course.lab.pretrain_run.training_batches` and :func:`~mlm_course.objective.masked_lm_loss`, what
+  :func:`~mlm_course.lab.pretrain_run.seeded_batches` and :func:`~mlm_course.objective.masked_lm_loss`, what
   :func:`~mlm_course.lab.pretrain_run.pretrain` assembles; the stored results were measured with the course's runner
   of that time, which ran the same step) and the first stage of the shipped checkpoint
   (``mlm_course/data/course-bert``): ``tiny`` (hidden 128, 2 layers, 2 heads, FFN 512), the course WordPiece

@@ -22,7 +22,7 @@ from transformers import (
 
 from mlm_course import bert, corpus, precision, tokenization
 from mlm_course.lab.batch_order import cycle_batches, step_batches
-from mlm_course.lab.pretrain_run import PretrainConfig, training_batches
+from mlm_course.lab.pretrain_run import PretrainConfig, seeded_batches
 from mlm_course.lab.run_files import write_json_atomic
 from mlm_course.models import build_config, build_model, evaluation_mode
 from mlm_course.objective import masked_lm_loss
@@ -213,9 +213,9 @@ def run_course(data: Data, sizes: Sizes, chosen: str, name: str, recorder_for) -
         blocks, make_batch = paragraph_rows(data.tokenizer, sizes.train_chars), mask_padded
         extra = {"rows": len(blocks), "real_token_share": round(float((blocks != data.tokenizer.pad_token_id)
                                                                          .float().mean()), 4)}
-    model = build_model("tiny", data.tokenizer, seed=config.seed, max_length=SEQ_LEN, dropout=config.dropout)
+    model = build_model("tiny", data.tokenizer, seed=config.seed, max_positions=SEQ_LEN, dropout=config.dropout)
     recorder = recorder_for(BATCH * SEQ_LEN)
-    batches = training_batches(blocks, data.tokenizer, config, slots=1, make_batch=make_batch)
+    batches = seeded_batches(blocks, data.tokenizer, config, slots=1, make_batch=make_batch)
     outcome = train_in_course_loop(Stepper(model, config.train_config(), batches, masked_lm_loss, seed=config.seed),
                                    recorder)
     settings = {k: v for k, v in vars(config).items() if k not in ("eval_every", "save_every", "log_every")}
@@ -246,7 +246,7 @@ def transformers_model(tokenizer, seed: int = 0) -> BertForMaskedLM:
     """``BertForMaskedLM`` of the course's tiny size as it comes (dropout 0.1, SDPA attention)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return BertForMaskedLM(build_config("tiny", tokenizer, max_length=SEQ_LEN))
+        return BertForMaskedLM(build_config("tiny", tokenizer, max_positions=SEQ_LEN))
 
 
 def trainer_arguments(name: str, out: str, chosen: str) -> dict:
@@ -355,8 +355,8 @@ def throughput_loops(data: Data, chosen: str) -> dict[str, Stepper]:
     """One stepper per candidate, each with its own model and batches, never evaluating."""
     def course(**changes) -> Stepper:
         config = course_config(chosen, eval_every=10**9, **changes)
-        model = build_model("tiny", data.tokenizer, seed=0, max_length=SEQ_LEN, dropout=config.dropout)
-        return Stepper(model, config.train_config(), training_batches(data.train_blocks, data.tokenizer, config,
+        model = build_model("tiny", data.tokenizer, seed=0, max_positions=SEQ_LEN, dropout=config.dropout)
+        return Stepper(model, config.train_config(), seeded_batches(data.train_blocks, data.tokenizer, config,
                                                                       slots=1), masked_lm_loss, seed=config.seed)
 
     def transformers(precision_used: str) -> Stepper:
@@ -384,7 +384,7 @@ def run_throughput(data: Data, sizes: Sizes, chosen: str) -> dict:
             for _ in range(sizes.throughput_steps):
                 loop.run_step()
             per_step[name].append((time.process_time() - start) / sizes.throughput_steps)
-    config = build_config("tiny", data.tokenizer, max_length=SEQ_LEN)
+    config = build_config("tiny", data.tokenizer, max_positions=SEQ_LEN)
     seconds = {name: sorted(times)[len(times) // 2] for name, times in per_step.items()}
     return {"cpu_seconds_per_step": {k: round(v, 4) for k, v in seconds.items()},
             "rounds": per_step, "tokens_per_step": BATCH * SEQ_LEN,

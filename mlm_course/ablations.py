@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -92,50 +92,6 @@ def variants(families: Sequence[str] = FAMILIES, static_copies: int = 1) -> list
     return grid
 
 
-@dataclass(frozen=True)
-class Budget:
-    """How much each run of the grid trains and how it is measured (``size``: the model size, as ``--size``)."""
-
-    name: str
-    size: str = "tiny"
-    steps: int = 600
-    batch_size: int = 32
-    seq_len: int = 64
-    # 800-step runs at lr 2e-3 or 3e-3 sometimes collapsed to unigram guessing (held-out loss 6.74, fine-tuning at
-    # chance) on this corpus; at 1e-3 with 20 % warm-up none did in our tests
-    lr: float = 1e-3
-    warmup_ratio: float = 0.2
-    corpus_chars: int | None = None  # pretraining text (None: the whole training split)
-    small_data_chars: int = 150_000  # the slice the ``static`` family trains on for many epochs
-    static_copies: int = 1
-    eval_sequences: int | None = None  # held-out sequences with frozen masks (None: all)
-    finetune_epochs: int = 1
-    finetune_min_steps: int = 600  # notebook 07's recipe: at least this many steps, whatever the epochs
-    finetune_lr: float = 5e-4
-    finetune_max_length: int = 64
-    train_examples: int | None = 4000
-    eval_examples: int | None = None
-    seeds: tuple[int, ...] = (0, 1, 2)
-
-    @property
-    def tokens_per_run(self) -> int:
-        return self.steps * self.batch_size * self.seq_len
-
-
-TRAINING_BUDGETS: dict[str, Budget] = {
-    # seconds per run on a laptop; what CI and the notebook's live cell use
-    "quick": Budget("quick", steps=10, batch_size=8, corpus_chars=200_000, small_data_chars=20_000,
-                    eval_sequences=32, train_examples=128, eval_examples=128, finetune_min_steps=10, seeds=(0,)),
-    # 4-10 minutes per run on one thread, two runs sharing a 2-core CPU (220-587 s; 33 runs: 2.9 h of run time, 3 Dec):
-    # still on the early plateau (notebook 06)
-    "cpu": Budget("cpu", steps=800),
-    # past the plateau: about 25 CPU-minutes per run (hours for the grid), a few minutes per run on a GPU
-    "long": Budget("long", steps=8000, seq_len=128, lr=3e-3, warmup_ratio=0.1, finetune_epochs=2, train_examples=None),
-}
-
-
-
-
 @torch.no_grad()
 def sentence_features(encoder: torch.nn.Module, data: finetune.Encoded, pad_token_id: int,
                       batch_size: int = 256) -> np.ndarray:
@@ -193,14 +149,14 @@ def _measured(get: Callable[[dict], float], runs: Sequence[dict]) -> list[float]
     return values
 
 
-def summarise(rows: Sequence[dict], budget: Budget, families: Sequence[str] = FAMILIES) -> list[dict]:
-    """One line per variant of the grid: every metric's per-seed ``values`` and their (mean, half-width of the 95 %
+def summarise(rows: Sequence[dict], static_copies: int, families: Sequence[str] = FAMILIES) -> list[dict]:
+    """One line per variant of the grid (the static family with ``static_copies``): every metric's per-seed ``values`` and their (mean, half-width of the 95 %
     t-interval), :func:`mlm_course.statistics.mean_interval`."""
     by_key: dict[str, list[dict]] = {}
     for row in rows:
         by_key.setdefault(row["key"], []).append(row)
     lines = []
-    for variant in variants(families, static_copies=budget.static_copies):
+    for variant in variants(families, static_copies=static_copies):
         runs = by_key.get(variant.key, [])
         line = {"family": variant.family, "label": variant.label, "key": variant.key, "seeds": len(runs),
                 "mask_rate": variant.mask_rate, "mask_mix": list(variant.mask_mix),
@@ -283,7 +239,7 @@ def by_action_table(document: dict, family: str) -> str:
 
 ACTIONS = (("all", "heldout_loss"), ("[MASK]", "heldout_loss_mask"), ("random token", "heldout_loss_random"),
            ("unchanged", "heldout_loss_unchanged"))
-"""What the frozen evaluation showed at a position (as :func:`mlm_course.lab.experiments.evaluate_by_action` names
+"""What the frozen evaluation showed at a position (as :func:`mlm_course.objective_bug.evaluate_by_action` names
 it), and the name in :data:`METRICS` of the held-out loss there."""
 
 
@@ -300,12 +256,3 @@ def by_action_means(document: dict, family: str) -> dict[str, dict[str, dict[str
             mean, half = mean_interval(line["values"][metric])
             means[line["label"]][action] = {"loss": mean, "loss_ci95": half, "tokens": split[action]["tokens"]}
     return means
-
-
-def stored_run(document: dict, budget: Budget, key: str, seed: int) -> dict | None:
-    """The stored row of run (``key``, ``seed``) when ``document`` was made with ``budget`` (seeds aside), else None."""
-    same = {k: v for k, v in asdict(budget).items() if k not in ("name", "seeds")}
-    stored = {k: document["budget"].get(k) for k in same}
-    if json.loads(json.dumps(same)) != stored:  # tuples vs lists: compare as JSON
-        return None
-    return next((row for row in document["runs"] if row["key"] == key and row["seed"] == seed), None)

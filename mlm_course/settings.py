@@ -41,7 +41,7 @@ class Settings:
     finetune_eval_examples: int | None
     word_order_pairs: int | None  # word-order test pairs scored live by zero-shot PLL (None = all 300)
     # 08_ablations
-    ablation_budget: str  # the budget of mlm_course.ablations.TRAINING_BUDGETS that notebook 08 re-runs live
+    ablation_budget: str  # the budget of mlm_course.lab.ablation_grid.TRAINING_BUDGETS that notebook 08 re-runs live
     # 10_chinese_masking
     chinese_lines: int  # training lines masked when measuring rates and whole-word masks
     chinese_smoke_steps: int  # steps of the live smoke run of character-BERT pretraining

@@ -32,8 +32,8 @@ import torch  # noqa: E402
 
 from mlm_course import chinese, corpus, models, pretraining  # noqa: E402
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
-from mlm_course.lab.run_files import read_metrics  # noqa: E402
 from mlm_course.precision import machine  # noqa: E402
+from mlm_course.stored import read_metrics  # noqa: E402
 
 RUNS = ROOT / "runs"
 SEQ_LEN = 32
@@ -89,7 +89,7 @@ def train(stages: tuple[dict, ...], run_dirs: list[Path], data: tuple[torch.Tens
     random weights (seed of stage 1); returns the model and the run's record (:func:`run_record`)."""
     torch.set_num_threads(1)
     tokenizer = chinese.char_tokenizer()
-    model = models.build_model("tiny", tokenizer, seed={**SETTINGS, **stages[0]}["seed"], max_length=SEQ_LEN,
+    model = models.build_model("tiny", tokenizer, seed={**SETTINGS, **stages[0]}["seed"], max_positions=SEQ_LEN,
                                dropout=0.0)
     records = [train_stage(model, overrides, out, data) for overrides, out in zip(stages, run_dirs, strict=True)]
     return model.eval(), run_record(records, PretrainConfig(**{**SETTINGS, **stages[0]}), data)

@@ -85,7 +85,7 @@ def run_bert(key: str, name: str, epochs: int, lr: float, args) -> dict:
     config = FinetuneConfig(
         model=name, allow_hub=key == "bert-base", max_length=128, train_examples=examples, eval_examples=examples,
         epochs=epochs, batch_size=32, lr=lr, warmup_ratio=0.1, eval_every=max(1, per_epoch // 2), patience=3, seed=0,
-        precision="auto", max_steps=args.quick_steps if args.quick else None)
+        precision="auto", steps=args.quick_steps if args.quick else None)
     result = finetune_run.run(config, progress=not args.no_progress)
     s = result.summary
     return {"key": key, "label": LABELS[key], "status": "ok", **{k: s[k] for k in (

@@ -30,7 +30,7 @@ PREFLIGHT_LIMIT_S = 30
 FINETUNE_BUDGETS = {"course": ("2", "5e-4"), "minilm": ("1", "1e-4")}
 FINETUNE_RULES = ["--batch-size", "32", "--max-length", "128", "--warmup-ratio", "0.1", "--eval-every", "132",
                   "--patience", "3", "--seed", "0"]
-FINETUNE_DRY = ["--max-steps", "2", "--batch-size", "8", "--train-examples", "64", "--eval-examples", "32",
+FINETUNE_DRY = ["--steps", "2", "--batch-size", "8", "--train-examples", "64", "--eval-examples", "32",
                 "--eval-every", "2"]
 #: Notebook 07's finale (mlm_course.lab.gpu_finale): without bert-base-uncased in the cache, the `small` course BERT
 #: pretrained on the GPU for 2 minutes (its recipe: lr 1e-3, 6 % warm-up, no dropout, 10 % short sequences, batch

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--budget", choices=sorted(ablations.TRAINING_BUDGETS), default="cpu")
+    parser.add_argument("--budget", choices=sorted(ablation_grid.TRAINING_BUDGETS), default="cpu")
     parser.add_argument("--families", nargs="+", choices=ablations.FAMILIES, default=list(ablations.FAMILIES))
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the budget's seeds")
     parser.add_argument("--work", type=Path, default=None, help="where runs are kept (default runs/ablations/BUDGET)")
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                              "or probe (default --out notebooks/results/ablations_BUDGET_heldout.json)")
     args = parser.parse_args(argv)
 
-    budget = ablations.TRAINING_BUDGETS[args.budget]
+    budget = ablation_grid.TRAINING_BUDGETS[args.budget]
     if args.seeds:
         budget = replace(budget, seeds=tuple(args.seeds))
     work = args.work or ROOT / "runs" / "ablations" / budget.name

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from mlm_course import corpus
 from mlm_course.atomic import write_folder_atomic
-from mlm_course.lab.run_files import read_metrics
 from mlm_course.models import load_mlm
 from mlm_course.probes import probe_hits
+from mlm_course.stored import read_metrics
 
 FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "metrics.jsonl", "results.json")
 

@@ -48,7 +48,7 @@ def main() -> None:
     long_eval, short_eval = pack_blocks(heldout, tokenizer, 128)[:200], pack_blocks(heldout, tokenizer, 24)[:800]
 
     def start():
-        return load_for_training(args.init_from, tokenizer, max_length=128, dropout=0.0)
+        return load_for_training(args.init_from, tokenizer, seq_len=128, dropout=0.0)
 
     print(json.dumps({"model": "before", **scores(start(), tokenizer, long_eval, short_eval)}), flush=True)
     for short_seq_prob in args.short_seq_probs:

@@ -79,7 +79,7 @@ def small_bert(course_tok):
 
     def build(seed: int = 0, max_length: int = 64) -> BertMLM:
         torch.manual_seed(seed)
-        return BertMLM(models.build_config("tiny", course_tok, max_length=max_length, **TINY))
+        return BertMLM(models.build_config("tiny", course_tok, max_positions=max_length, **TINY))
 
     return build
 

@@ -12,8 +12,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from mlm_course import ablations, finetune, masking
-from mlm_course.ablations import PAPER_TABLE8, TRAINING_BUDGETS, Variant
+from mlm_course.ablations import PAPER_TABLE8, Variant
 from mlm_course.lab import ablation_grid
+from mlm_course.lab.ablation_grid import TRAINING_BUDGETS
 
 
 def test_mix_variants_follow_table8_in_our_mix_order():
@@ -110,7 +111,7 @@ def test_summary_means_and_t_half_widths_by_hand():
     key = ablations.variants(["rate"])[1].key  # 30 %
     rows = [{"key": key, "seed": s, "heldout": {"loss": loss, "top1": 0.1}, "finetune": {"test_accuracy": acc},
              "probe": {"test_accuracy": 0.5}} for s, (loss, acc) in enumerate([(5.0, 0.6), (6.0, 0.7), (7.0, 0.8)])]
-    lines = {line["label"]: line for line in ablations.summarise(rows, budget, ["rate"])}
+    lines = {line["label"]: line for line in ablations.summarise(rows, budget.static_copies, ["rate"])}
     assert lines["30 %"]["seeds"] == 3
     # sample sd 1.0 and 0.1 over 3 seeds: half-width t(0.975, 2 df) = 4.3027 × sd / √3
     assert lines["30 %"]["heldout_loss"] == pytest.approx((6.0, 4.302653 / np.sqrt(3)))
@@ -142,9 +143,9 @@ def test_stored_run_only_matches_the_same_budget():
     row = {"key": key, "seed": 0, "heldout": {"loss": 6.5, "top1": 0.1}, "finetune": {"test_accuracy": 0.6},
            "probe": {"test_accuracy": 0.5}}
     document = json.loads(json.dumps(ablation_grid.results_document([row], budget, command="t", seconds=1.0)))
-    assert ablations.stored_run(document, budget, key, 0) == row
-    assert ablations.stored_run(document, budget, key, 1) is None
-    assert ablations.stored_run(document, TRAINING_BUDGETS["cpu"], key, 0) is None
+    assert ablation_grid.stored_run(document, budget, key, 0) == row
+    assert ablation_grid.stored_run(document, budget, key, 1) is None
+    assert ablation_grid.stored_run(document, TRAINING_BUDGETS["cpu"], key, 0) is None
 
 
 def test_runs_claimed_by_a_live_process_are_skipped_stale_claims_are_taken_over(tmp_path, monkeypatch):
@@ -234,7 +235,7 @@ def test_by_action_means_are_means_over_seeds_with_t_half_widths_by_hand():
                 "finetune": {"test_accuracy": 0.6}, "probe": {"test_accuracy": 0.5}}
 
     rows = [run(0, 6.0), run(1, 6.2)]
-    document = {"runs": rows, "summary": ablations.summarise(rows, budget, ["mix"])}
+    document = {"runs": rows, "summary": ablations.summarise(rows, budget.static_copies, ["mix"])}
     means = ablations.by_action_means(document, "mix")
     assert list(means) == ["100/0/0"]  # the other mixes have no runs here
     # two seeds: mean 6.1, sd 0.1414; half-width t(0.975, 1 df) = 12.7062 × sd / √2 = 1.2706
@@ -249,7 +250,7 @@ def test_the_stored_grid_reads_under_the_names_of_the_settings():
     document = ablations.load_results(Path(__file__).resolve().parents[1] / "notebooks" / "results" / "ablations_cpu.json")
     by_key = {v.key: v for v in ablations.variants()}
     run = document["runs"][0]
-    assert ablations.stored_run(document, TRAINING_BUDGETS["cpu"], run["key"], run["seed"]) == run
+    assert ablation_grid.stored_run(document, TRAINING_BUDGETS["cpu"], run["key"], run["seed"]) == run
     for line in document["summary"]:
         variant = by_key[line["key"]]
         assert (line["mask_rate"], tuple(line["mask_mix"])) == (variant.mask_rate, variant.mask_mix)

@@ -2,7 +2,6 @@
 an edited copy refused with one sentence before anything is written. Here from the clone (editable install);
 tests/test_fresh_install.py copies them out of an installed wheel."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,23 +15,6 @@ NOTEBOOKS = ROOT / "notebooks"
 
 def _tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def test_an_editable_install_reads_the_clones_notebooks():
-    assert course_files.notebooks_folder() == NOTEBOOKS
-
-
-def test_a_benchmark_result_is_read_from_this_installation_and_none_when_never_measured(monkeypatch, tmp_path):
-    import json
-
-    stored = json.loads((ROOT / "benchmarks" / "results" / "bert_forward.json").read_text())
-    assert course_files.benchmark_result("bert_forward.json") == stored
-    assert course_files.benchmark_result("no_such_result.json") is None
-    installed = tmp_path / "share" / "mlm_course"  # a wheel's layout: notebooks/ beside benchmarks/results/
-    (installed / "benchmarks" / "results").mkdir(parents=True)
-    (installed / "benchmarks" / "results" / "gpu_check.json").write_text('{"device": "H200"}')
-    monkeypatch.setattr(course_files, "notebooks_folder", lambda: installed / "notebooks")
-    assert course_files.benchmark_result("gpu_check.json") == {"device": "H200"}
 
 
 def test_course_files_are_the_notebooks_and_the_results_they_read():
@@ -109,20 +91,3 @@ def test_copy_results_adds_only_missing_results_files(tmp_path):
     assert sorted(p.name for p in written) == [name for name in shipped if name != "ablations_cpu.json"]
     assert (tmp_path / "results" / "ablations_cpu.json").read_text() == "mine"
     assert course_files.copy_results(tmp_path) == []
-
-
-def test_a_results_file_is_read_beside_the_notebook_or_above_the_chinese_editions_folder(tmp_path, monkeypatch):
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "a.json").write_text("{}")
-    (tmp_path / "zh").mkdir()
-    monkeypatch.chdir(tmp_path)
-    assert course_files.results_file("a.json") == Path("results") / "a.json"
-    monkeypatch.chdir(tmp_path / "zh")
-    assert course_files.results_file("a.json") == Path("..") / "results" / "a.json"
-    assert json.loads(course_files.results_file("a.json").read_text()) == {}
-    with pytest.raises(FileNotFoundError, match=r"results/b\.json or \.\./results/b\.json does not exist.*first cell"):
-        course_files.results_file("b.json")
-    (tmp_path / "other").mkdir()
-    monkeypatch.chdir(tmp_path / "other")  # only the zh/ folder looks one folder up
-    with pytest.raises(FileNotFoundError, match=r"^results/a\.json does not exist"):
-        course_files.results_file("a.json")

@@ -468,7 +468,7 @@ def test_cli_help(capsys):
 
 
 def test_cli_tiny_run_writes_model_metrics_and_results(tmp_path, capsys):
-    rc = main(["finetune", "--model", "random:tiny", "--out", str(tmp_path), "--epochs", "1", "--max-steps", "3",
+    rc = main(["finetune", "--model", "random:tiny", "--out", str(tmp_path), "--epochs", "1", "--steps", "3",
                "--train-examples", "48", "--eval-examples", "24", "--batch-size", "16", "--lr", "1e-3",
                "--device", "cpu", "--precision", "fp32", "--no-progress"])
     assert rc == 0
@@ -476,7 +476,7 @@ def test_cli_tiny_run_writes_model_metrics_and_results(tmp_path, capsys):
     assert results["steps"] == 3 and results["test"]["examples"] == 24 and results["dev"]["examples"] == 24
     assert {"accuracy", "f1", "confusion"} <= set(results["test"]) and results["hardware"]["device"] == "cpu"
     assert results["train_seconds"] >= 0 and "fp32" in results["precision"]
-    assert results["settings"]["model"] == "random:tiny" and results["settings"]["max_steps"] == 3
+    assert results["settings"]["model"] == "random:tiny" and results["settings"]["steps"] == 3
     for name in ("model.safetensors", "config.json", "tokenizer.json", "metrics.jsonl", "best/model.safetensors"):
         assert (tmp_path / name).exists(), name
     assert "device: cpu, precision: fp32" in capsys.readouterr().out
@@ -484,8 +484,11 @@ def test_cli_tiny_run_writes_model_metrics_and_results(tmp_path, capsys):
 
 def test_cli_error_is_a_message_not_a_traceback(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    assert main(["finetune", "--model", str(tmp_path / "empty"), "--out", str(tmp_path / "run")]) == 2
-    assert "holds no config.json" in capsys.readouterr().err and not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit) as stop:  # refused with the settings, before anything is loaded or written
+        main(["finetune", "--model", str(tmp_path / "empty"), "--out", str(tmp_path / "run")])
+    assert stop.value.code == 2
+    assert "error: --model" in (err := capsys.readouterr().err) and "holds no config.json" in err
+    assert not (tmp_path / "run").exists()
     with pytest.raises(SystemExit) as stop:  # a bad value: the parser's own error, naming the option
         main(["finetune", "--model", "random:tiny", "--out", str(tmp_path / "short"), "--max-length", "4"])
     assert stop.value.code == 2

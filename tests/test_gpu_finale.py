@@ -31,7 +31,7 @@ def test_the_gpu_branch_fine_tunes_the_given_bert(bert_base_shaped, tmp_path):
                                  sizes=gpu_finale.QUICK)
     assert len(rows) == 1
     row = rows[0]
-    assert row["what"] == "fine-tune bert-base-uncased" and row["steps"] == gpu_finale.QUICK.max_steps
+    assert row["what"] == "fine-tune bert-base-uncased" and row["steps"] == gpu_finale.QUICK.steps
     assert 0.0 <= row["test_accuracy"] <= 1.0 and row["tokens_per_s"] > 0
     assert 0 < row["mfu"] < 1  # against this CPU's measured matmul rate
     assert (tmp_path / "work" / "finetuned" / "config.json").exists()
@@ -54,26 +54,6 @@ def test_bert_base_comes_from_the_cache_or_the_hub_only_when_allowed(monkeypatch
     cached = {name: str(tmp_path / name) for name in ("config.json", "model.safetensors", "vocab.txt")}
     monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo, name: cached[name])
     assert gpu_finale.bert_base_folder() == str(tmp_path)
-
-
-def test_utilisation_is_flops_over_the_peak():
-    config = BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=256)
-    from mlm_course import bert
-    from mlm_course.precision import cpu_matmul_tflops
-
-    flops = bert.flops_per_token(config, 32, head_share=0.0) * 5_000 / 1e12
-    for dtype in (None, torch.bfloat16):  # each divided by the peak of its own precision
-        rate, mfu = gpu_finale.utilisation(config, tokens=10_000, seconds=2.0, seq_len=32, device=torch.device("cpu"),
-                                           head_share=0.0, dtype=dtype)
-        assert rate == 5_000
-        assert mfu == pytest.approx(flops / cpu_matmul_tflops(dtype or torch.float32))
-
-
-def test_a_gpu_in_fp32_has_no_tensor_core_peak_and_bf16_has_its_own(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
-    gpu = torch.device("cuda", 0)
-    assert gpu_finale.peak_for(gpu, None) is None and gpu_finale.peak_for(gpu, torch.bfloat16) == 989.0
 
 
 @pytest.mark.parametrize(("environ", "modules", "expected"), [
@@ -108,8 +88,8 @@ def test_the_command_line_writes_the_rows_and_the_sizes(tmp_path):
     out = tmp_path / "finale.json"
     gpu_finale.main(["--out", str(out), "--quick", "--device", "cpu", "--epochs", "1"])
     written = json.loads(out.read_text())
-    assert written["branch"] == "cpu" and written["sizes"]["max_steps"] == gpu_finale.QUICK.max_steps
-    assert written["rows"][0]["steps"] == gpu_finale.QUICK.max_steps and (tmp_path / "finale").is_dir()
+    assert written["branch"] == "cpu" and written["sizes"]["steps"] == gpu_finale.QUICK.steps
+    assert written["rows"][0]["steps"] == gpu_finale.QUICK.steps and (tmp_path / "finale").is_dir()
     with pytest.raises(SystemExit):
         gpu_finale.main(["--out", str(out), "--pretrain-minutes", "0"])
 

@@ -47,9 +47,9 @@ def test_small_budgets_still_get_the_minimum_number_of_steps():
 
 
 def test_the_first_recipe_is_batch_32_with_dev_twice_an_epoch_and_patience():
-    before = label_grid.old_recipe(1000, 1e-4, 2, max_steps=20)  # ceil(1000 / 32) = 32 batches per epoch
+    before = label_grid.old_recipe(1000, 1e-4, 2, steps=20)  # ceil(1000 / 32) = 32 batches per epoch
     assert (before.batch_size, before.eval_every, before.patience, before.epochs) == (32, 16, 3, 2)
-    assert (before.lr, before.seed, before.max_steps, before.precision) == (1e-4, 2, 20, "fp32")
+    assert (before.lr, before.seed, before.steps, before.precision) == (1e-4, 2, 20, "fp32")
     assert set(label_grid.MODELS) == {"random", "course", "minilm"}
 
 

@@ -1,8 +1,10 @@
-"""The package's two parts: the lessons never import the machinery (mlm_course/lab), and every training command's
-options are exactly its configuration dataclass's fields, under the same names."""
+"""The package's two parts: the lessons never import the machinery (mlm_course/lab), nor do the notebooks outside
+their set-up cell and the cells marked as machinery; every training command's options are exactly its configuration
+dataclass's fields, under the same names."""
 
 import ast
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,8 @@ from mlm_course.lab.finetune_run import FinetuneConfig
 from mlm_course.lab.pretrain_run import PretrainConfig
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mlm_course"
+NOTEBOOKS = PACKAGE.parent / "notebooks"  # the Chinese edition's code cells are these (tests/test_translations.py)
+MACHINERY_MARK = "# Machinery cell (mlm_course.lab"
 
 
 def imported_modules(path: Path, root: Path = PACKAGE) -> set[str]:
@@ -60,6 +64,46 @@ def test_the_checker_sees_imports_of_every_form(tmp_path):
 def test_lessons_never_import_the_machinery(path):
     machinery = sorted(name for name in imported_modules(path) if is_machinery(name))
     assert machinery == [], f"{path.relative_to(PACKAGE)} imports {machinery}"
+
+
+def cell_imports(source: str) -> set[str]:
+    """The modules a notebook code cell imports (its IPython magics and shell lines left out)."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    names = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def marked_as_machinery(source: str) -> bool:
+    """Whether one of the comment lines that open the cell says it is machinery."""
+    opening = []
+    for line in source.splitlines():
+        if not line.startswith("#"):
+            break
+        opening.append(line)
+    return any(line.startswith(MACHINERY_MARK) for line in opening)
+
+
+def test_the_notebook_checker_sees_imports_and_marks():
+    assert cell_imports("%matplotlib inline\nfrom mlm_course.lab import gpu_finale\nimport mlm_course.lab.cli") >= {
+        "mlm_course.lab", "mlm_course.lab.gpu_finale", "mlm_course.lab.cli"}
+    assert marked_as_machinery("# NBVAL_IGNORE_OUTPUT\n# Machinery cell (mlm_course.lab, ...): the finale\nx = 1")
+    assert not marked_as_machinery("x = 1\n# Machinery cell (mlm_course.lab): too late")
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
+def test_notebooks_import_only_lessons_outside_the_set_up_and_marked_cells(path):
+    """A learner reads lessons: the machinery is imported only by the first cell (which installs the course where
+    it is missing) and by cells that open with the machinery mark, where the notebook runs an experiment grid or
+    the finale."""
+    cells = ["".join(cell["source"]) for cell in json.loads(path.read_text())["cells"] if cell["cell_type"] == "code"]
+    offenders = {index: sorted(name for name in cell_imports(source) if is_machinery(name))
+                 for index, source in enumerate(cells) if index > 0 and not marked_as_machinery(source)}
+    assert {index: names for index, names in offenders.items() if names} == {}
 
 
 IMPORT_EACH_LESSON = """

@@ -347,7 +347,7 @@ def test_pll_restores_training_mode(course_tok, small_model):
 
 def _scorers(course_tok):
     """Each function that switches a model to eval mode for scoring, called on one short input (the experiments'
-    :func:`~mlm_course.lab.experiments.evaluate_by_action` is checked in test_experiments.py)."""
+    :func:`~mlm_course.objective_bug.evaluate_by_action` is checked in test_objective_bug.py)."""
     return {
         "pll": lambda m: objective.pseudo_log_likelihood(m, course_tok, "a short one."),
         "pll_naive": lambda m: objective.pseudo_log_likelihood_naive(m, course_tok, "a short one."),

@@ -25,7 +25,7 @@ def _rows():
 def test_ablation_panels_plot_means_95_intervals_seeds_and_reference_lines():
     from scipy import stats
 
-    summary = ablations.summarise(_rows(), ablations.TRAINING_BUDGETS["quick"], ["rate"])
+    summary = ablations.summarise(_rows(), 1, ["rate"])
     fig = plots.ablation_panels(summary, "rate", unigram_loss=6.74, title="rates")
     loss_ax, finetune_ax, probe_ax = fig.axes
     line = loss_ax.lines[0]  # rates are drawn along x: loss against rate, one connected line
@@ -47,7 +47,7 @@ def test_ablation_panels_plot_means_95_intervals_seeds_and_reference_lines():
 
 def test_ablation_panels_rows_for_the_other_families_with_chance_drawn():
     rows = [dict(r, key=v.key) for r, v in zip(_rows(), ablations.variants(["mix"]), strict=False)]
-    summary = ablations.summarise(rows, ablations.TRAINING_BUDGETS["quick"], ["mix"])
+    summary = ablations.summarise(rows, 1, ["mix"])
     fig = plots.ablation_panels(summary, "mix", chance_accuracy=0.5)
     loss_ax, finetune_ax, _ = fig.axes
     assert [t.get_text() for t in loss_ax.get_yticklabels()][:2] == ["80/10/10", "100/0/0"]
@@ -77,6 +77,6 @@ def test_ablation_loss_by_action_dots_per_variant_and_group():
 
 
 def test_ablation_panels_without_runs_is_a_clear_error():
-    summary = ablations.summarise([], ablations.TRAINING_BUDGETS["quick"], ["rate"])
+    summary = ablations.summarise([], 1, ["rate"])
     with pytest.raises(ValueError, match="run the grid first"):
         plots.ablation_panels(summary, "rate")

@@ -294,3 +294,24 @@ def test_notebooks_train_in_fp32_on_a_cpu_and_in_the_devices_precision_elsewhere
     assert precision.notebook_precision(torch.device("cpu")) == "fp32"
     assert precision.notebook_precision(torch.device("cuda", 0)) == precision.notebook_precision(
         torch.device("mps")) == "auto"
+
+
+def test_utilisation_is_flops_over_the_peak_of_the_precision_used():
+    from transformers import BertConfig
+
+    from mlm_course import bert
+
+    config = BertConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=256)
+    per_token = bert.flops_per_token(config, 32, head_share=0.0)
+    for dtype in (None, torch.bfloat16):  # each divided by the peak of its own precision
+        rate, mfu = precision.utilisation(per_token, tokens=10_000, seconds=2.0, device=torch.device("cpu"),
+                                          dtype=dtype)
+        assert rate == 5_000
+        assert mfu == pytest.approx(per_token * 5_000 / 1e12 / precision.cpu_matmul_tflops(dtype or torch.float32))
+
+
+def test_a_gpu_in_fp32_has_no_tensor_core_peak_and_bf16_has_its_own(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    gpu = torch.device("cuda", 0)
+    assert precision.peak_for(gpu, None) is None and precision.peak_for(gpu, torch.bfloat16) == 989.0

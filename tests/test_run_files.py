@@ -5,6 +5,7 @@ import json
 import pytest
 
 from mlm_course.lab import run_files
+from mlm_course.stored import METRICS_FILE, read_metrics
 
 
 def test_unwritable_output_folder_is_a_clear_error(tmp_path):
@@ -48,15 +49,10 @@ def test_metrics_log_round_trips_and_a_rewrite_drops_later_rows(tmp_path):
     rows = [{"step": 1, "split": "train", "loss": 2.5}, {"step": 2, "split": "eval", "loss": 2.25, "top1": 0.125}]
     for row in rows:
         run_files.append_metrics(tmp_path, row)
-    assert (tmp_path / run_files.METRICS_FILE).read_text().count("\n") == 2  # one JSON object a line
-    assert run_files.read_metrics(tmp_path) == rows
+    assert (tmp_path / METRICS_FILE).read_text().count("\n") == 2  # one JSON object a line
+    assert read_metrics(tmp_path) == rows
     run_files.rewrite_metrics(tmp_path, rows[:1])
-    assert run_files.read_metrics(tmp_path) == rows[:1]
+    assert read_metrics(tmp_path) == rows[:1]
     run_files.rewrite_metrics(tmp_path, [])
-    assert run_files.read_metrics(tmp_path) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == [run_files.METRICS_FILE]
-
-
-def test_read_metrics_missing_folder(tmp_path):
-    with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
-        run_files.read_metrics(tmp_path)
+    assert read_metrics(tmp_path) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == [METRICS_FILE]

@@ -243,8 +243,8 @@ def test_a_killed_run_resumes_to_the_weights_and_rows_of_an_uninterrupted_one(ti
     dropout on, so the random state travels too — and writes the same metrics rows and evaluations."""
     from accelerate import Accelerator
 
-    from mlm_course.lab.run_files import read_metrics
     from mlm_course.lab.training_run import TrainingRun
+    from mlm_course.stored import read_metrics
 
     small = fixed_batches(blocks, bert_tok, 4, 4)
     config = train.TrainConfig(steps=7, batch_size=4, lr=1e-3, warmup_ratio=0.0, log_every=2, eval_every=3)

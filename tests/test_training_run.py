@@ -14,7 +14,7 @@ from mlm_course.lab.finetune_run import FinetuneConfig, fit
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.lab.training_run import CHECKPOINT_POINTER, TrainingRun
 from mlm_course.masking import MaskSpec
-from mlm_course.train import InvalidSettings
+from mlm_course.train import InvalidSettings, TrainConfig
 
 TINY_CLASSIFIER = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
 
@@ -56,7 +56,18 @@ def test_both_commands_hand_their_loop_their_shared_settings():
     pre = PretrainConfig(lr=2e-3, max_grad_norm=0.5, steps=40, eval_every=7, warmup_steps=3).train_config()
     assert (pre.lr, pre.max_grad_norm, pre.steps, pre.eval_every, pre.warmup_steps) == (2e-3, 0.5, 40, 7, 3)
     assert pre.keep_best is None  # pretraining keeps its last weights
-    assert (FinetuneConfig().betas, PretrainConfig().betas) == ((0.9, 0.999), (0.9, 0.98))  # BERT vs RoBERTa betas
+    recipe = ("lr", "warmup_ratio", "warmup_steps", "weight_decay", "betas", "eps", "max_grad_norm", "batch_size")
+    for command, loop in ((PretrainConfig(), TrainConfig()), (FinetuneConfig(model="course"), TrainConfig.fine_tuning())):
+        assert {name: getattr(command, name) for name in recipe} == {name: getattr(loop, name) for name in recipe}
+
+
+@pytest.mark.parametrize(("model", "lr"), [("course", 5e-4), ("random:tiny", 5e-4), ("random:small", 1e-4),
+                                           ("random:base", 2e-5)])
+def test_fine_tuning_takes_the_models_own_learning_rate_unless_told(model, lr):
+    """One rule from the notebook to the command line (train.fine_tuning_lr): the wider the model, the smaller its
+    step; --lr wins."""
+    assert FinetuneConfig(model=model).lr == lr
+    assert FinetuneConfig(model=model, lr=3e-5).lr == 3e-5
 
 
 @pytest.mark.parametrize("bad", [{"steps": 0}, {"lr": 0.0}, {"batch_size": 0}, {"grad_accum": 0}, {"minutes": 0},

@@ -25,7 +25,7 @@ COURSE_VOCAB = 8192
 TINY_HIDDEN = CONFIGS["tiny"]["hidden_size"]
 
 # ---- 06.1: where the parameters sit, with another vocabulary ----------------------------------------------------
-# build_model("tiny", tok, max_length=128): embeddings = words + 128 positions + 2 token types + LayerNorm;
+# build_model("tiny", tok, max_positions=128): embeddings = words + 128 positions + 2 token types + LayerNorm;
 # the head = a 128 × 128 transform + LayerNorm + one output bias per vocabulary entry (its matrix is the tied table)
 _NOT_WORDS = 128 * TINY_HIDDEN + 2 * TINY_HIDDEN + 2 * TINY_HIDDEN  # positions, token types, LayerNorm
 _ENCODER, _HEAD_FIXED = 396_544, TINY_HIDDEN * TINY_HIDDEN + TINY_HIDDEN + 2 * TINY_HIDDEN
@@ -42,7 +42,7 @@ _BERT_VOCAB = 30_522
 numeric(
     "06.1",
     "In §2 the word embeddings are 71 % of the tiny model. Built the same way (hidden 128, 2 layers, "
-    "max_length 128, output layer tied to the embeddings) but for bert-base-uncased's 30,522-entry vocabulary, "
+    "128 positions, output layer tied to the embeddings) but for bert-base-uncased's 30,522-entry vocabulary, "
     "what share of all its parameters would the word-embedding table be? (a float between 0 and 1)",
     _word_share(_BERT_VOCAB),
     wrong={

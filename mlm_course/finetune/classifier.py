@@ -27,7 +27,7 @@ def _fresh(arch: str, num_labels: int, allow_hub: bool | None) -> tuple[BertClas
         raise ValueError("write 'random:<config>', e.g. 'random:tiny' or 'random:course'")
     if arch in models.CONFIGS:
         tokenizer = tokenization.course_tokenizer()
-        config = models.build_config(arch, tokenizer, max_length=512)
+        config = models.build_config(arch, tokenizer, max_positions=512)
     else:
         source = models.resolve(arch, allow_hub=allow_hub)
         config, tokenizer = BertConfig.from_pretrained(source), models.load_tokenizer(source)

@@ -17,15 +17,66 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from mlm_course import corpus, finetune, models, tokenization
-from mlm_course.ablations import FAMILIES, PAPER_TABLE8, Budget, Variant, feature_probe, summarise, variants
-from mlm_course.lab import experiments, label_grid
+from mlm_course import corpus, finetune, models, objective_bug, tokenization
+from mlm_course.ablations import FAMILIES, PAPER_TABLE8, Variant, feature_probe, summarise, variants
+from mlm_course.lab import label_grid
 from mlm_course.lab.finetune_run import fit
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.lab.run_files import write_json_atomic
 from mlm_course.label_efficiency import collapse
 from mlm_course.precision import machine
 from mlm_course.pretraining import frozen_eval_batches, pack_blocks, unigram_baseline
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much each run of the grid trains and how it is measured (``size``: the model size, as ``--size``)."""
+
+    name: str
+    size: str = "tiny"
+    steps: int = 600
+    batch_size: int = 32
+    seq_len: int = 64
+    # 800-step runs at lr 2e-3 or 3e-3 sometimes collapsed to unigram guessing (held-out loss 6.74, fine-tuning at
+    # chance) on this corpus; at 1e-3 with 20 % warm-up none did in our tests
+    lr: float = 1e-3
+    warmup_ratio: float = 0.2
+    max_chars: int | None = None  # pretraining text (None: the whole training split)
+    small_data_chars: int = 150_000  # the slice the ``static`` family trains on for many epochs
+    static_copies: int = 1
+    eval_sequences: int | None = None  # held-out sequences with frozen masks (None: all)
+    finetune_epochs: int = 1
+    finetune_min_steps: int = 600  # notebook 07's recipe: at least this many steps, whatever the epochs
+    finetune_lr: float = 5e-4
+    finetune_max_length: int = 64
+    train_examples: int | None = 4000
+    eval_examples: int | None = None
+    seeds: tuple[int, ...] = (0, 1, 2)
+
+    @property
+    def tokens_per_run(self) -> int:
+        return self.steps * self.batch_size * self.seq_len
+
+
+TRAINING_BUDGETS: dict[str, Budget] = {
+    # seconds per run on a laptop; what CI and the notebook's live cell use
+    "quick": Budget("quick", steps=10, batch_size=8, max_chars=200_000, small_data_chars=20_000,
+                    eval_sequences=32, train_examples=128, eval_examples=128, finetune_min_steps=10, seeds=(0,)),
+    # 4-10 minutes per run on one thread, two runs sharing a 2-core CPU (220-587 s; 33 runs: 2.9 h of run time, 3 Dec):
+    # still on the early plateau (notebook 06)
+    "cpu": Budget("cpu", steps=800),
+    # past the plateau: about 25 CPU-minutes per run (hours for the grid), a few minutes per run on a GPU
+    "long": Budget("long", steps=8000, seq_len=128, lr=3e-3, warmup_ratio=0.1, finetune_epochs=2, train_examples=None),
+}
+
+
+def stored_run(document: dict, budget: Budget, key: str, seed: int) -> dict | None:
+    """The stored row of run (``key``, ``seed``) when ``document`` was made with ``budget`` (seeds aside), else None."""
+    same = {k: v for k, v in asdict(budget).items() if k not in ("name", "seeds")}
+    stored = {k: document["budget"].get(k) for k in same}
+    if json.loads(json.dumps(same)) != stored:  # tuples vs lists: compare as JSON
+        return None
+    return next((row for row in document["runs"] if row["key"] == key and row["seed"] == seed), None)
 
 
 @dataclass
@@ -42,7 +93,7 @@ class GridData:
 def load_data(budget: Budget) -> GridData:
     """Pack the corpus and encode the sentiment splits once for a whole grid."""
     tokenizer = tokenization.course_tokenizer()
-    train = pack_blocks([corpus.pretraining_text("train", max_chars=budget.corpus_chars)], tokenizer, budget.seq_len)
+    train = pack_blocks([corpus.pretraining_text("train", max_chars=budget.max_chars)], tokenizer, budget.seq_len)
     small = pack_blocks([corpus.pretraining_text("train", max_chars=budget.small_data_chars)], tokenizer,
                         budget.seq_len)
     heldout = pack_blocks([corpus.pretraining_text("heldout")], tokenizer, budget.seq_len)[: budget.eval_sequences]
@@ -83,9 +134,9 @@ def fine_tune_accuracy(model: torch.nn.Module, data: GridData, budget: Budget, s
 def heldout_by_action(model: torch.nn.Module, data: GridData) -> dict[str, dict[str, float]]:
     """Held-out loss and top-1 on the frozen 15 % 80/10/10 masks, overall (``"all"``, equal to the run's held-out
     figures) and split by what the evaluation did at the position: ``"[MASK]"``, ``"random token"``, ``"unchanged"``
-    (:func:`mlm_course.lab.experiments.evaluate_by_action`)."""
+    (:func:`mlm_course.objective_bug.evaluate_by_action`)."""
     batches = frozen_eval_batches(data.eval_blocks, data.tokenizer)  # the masks pretrain() scores on
-    return experiments.evaluate_by_action(model, batches, data.tokenizer.mask_token_id)
+    return objective_bug.evaluate_by_action(model, batches, data.tokenizer.mask_token_id)
 
 
 def heldout_baselines(data: GridData) -> dict[str, dict[str, float]]:
@@ -110,7 +161,7 @@ def pretrain_variant(variant: Variant, seed: int, budget: Budget, data: GridData
     """Pretrain one variant with one seed and score it on the held-out masks (overall and by action)."""
     start = time.perf_counter()
     config = variant_config(variant, seed, budget)
-    model = models.build_model(budget.size, data.tokenizer, seed=seed, max_length=budget.seq_len, dropout=0.0)
+    model = models.build_model(budget.size, data.tokenizer, seed=seed, max_positions=budget.seq_len, dropout=0.0)
     blocks = data.small_blocks if variant.small_data else data.train_blocks
     result = pretrain(model, data.tokenizer, blocks, data.eval_blocks, config)
     heldout = [m for m in result.history if m["split"] == "eval"][-1]
@@ -209,7 +260,7 @@ def results_document(rows: Sequence[dict], budget: Budget, *, command: str, seco
         "command": command,
         "runs_wall_seconds": round(seconds, 1),  # the runs one after another, on this machine
         "paper_table8": list(PAPER_TABLE8),
-        "summary": summarise(rows, budget, families),
+        "summary": summarise(rows, budget.static_copies, families),
         "runs": list(rows),
     }
 

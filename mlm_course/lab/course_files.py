@@ -9,54 +9,14 @@ the environment's prefix), and the benchmarks' results beside them (``share/mlm_
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
 import os
 import shutil
 from pathlib import Path
 
 import mlm_course
+from mlm_course.stored import NOTEBOOK_GLOB, notebooks_folder
 
-NOTEBOOK_GLOBS = ("[0-9][0-9]_*.ipynb", "results/*.json", "zh/[0-9][0-9]_*.ipynb", "zh/GLOSSARY.md")
-_PACKAGED = ("share", "mlm_course", "notebooks")
-
-
-def notebooks_folder() -> Path:
-    """Where this installation's notebooks are: the clone's ``notebooks/`` for an editable install, else the copy
-    the wheel installed (found through the distribution's record of its files)."""
-    clone = Path(mlm_course.__file__).resolve().parents[1]
-    if (clone / "pyproject.toml").is_file() and any((clone / "notebooks").glob(NOTEBOOK_GLOBS[0])):
-        return clone / "notebooks"
-    try:
-        files = importlib.metadata.distribution("mlm_course").files or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for file in files:
-        if tuple(file.parts[-4:-1]) == _PACKAGED and file.name.endswith(".ipynb"):
-            return Path(file.locate()).resolve().parent
-    raise FileNotFoundError("this installation of mlm_course has no notebooks: reinstall it from its wheel "
-                            "(`pip install --force-reinstall mlm_course`)")
-
-
-def results_file(name: str) -> Path:
-    """A stored results file a notebook reads: ``results/NAME`` in the notebook's folder (the kernel's working
-    directory), or, for the Chinese edition in ``zh/``, in the folder above it, beside the English notebooks."""
-    candidates = [Path("results") / name]
-    if Path.cwd().name == "zh":
-        candidates.append(Path("..") / "results" / name)
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise FileNotFoundError(f"{' or '.join(map(str, candidates))} does not exist (working directory {Path.cwd()}): "
-                            "open the notebook from the course's notebooks folder (the Chinese edition from its zh/ "
-                            "folder), or run its first cell, which copies the stored results here")
-
-
-def benchmark_result(name: str) -> dict | None:
-    """The stored result ``benchmarks/results/NAME`` (a JSON file a benchmark or the GPU check wrote) of this
-    installation, read; None where it was never measured (the GPU check without a GPU, say)."""
-    path = notebooks_folder().parent / "benchmarks" / "results" / name
-    return json.loads(path.read_text()) if path.is_file() else None
+NOTEBOOK_GLOBS = (NOTEBOOK_GLOB, "results/*.json", "zh/" + NOTEBOOK_GLOB, "zh/GLOSSARY.md")
 
 
 def course_files(source: Path) -> list[Path]:

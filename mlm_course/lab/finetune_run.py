@@ -6,6 +6,7 @@ on dev and test, write).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -39,12 +40,13 @@ from mlm_course.lab.run_files import RunResult, check_output_dir, write_json_ato
 from mlm_course.lab.seeds import generator_for
 from mlm_course.lab.training_run import TrainingRun
 from mlm_course.masking import IGNORE_INDEX
-from mlm_course.models import CONFIGS, hub_refusal
+from mlm_course.models import CONFIGS, hub_refusal, needs_hub, resolve
 from mlm_course.precision import machine, pick_device
-from mlm_course.train import InvalidSettings, TrainConfig, train_with_accelerate
+from mlm_course.train import InvalidSettings, TrainConfig, fine_tuning_lr, train_with_accelerate
 
 BEST_DIR = "best"
 RESULTS_FILE = "results.json"
+_FINE_TUNING = TrainConfig.fine_tuning()
 COMPILE_WIDTH = 32  # with torch.compile: batch widths rounded up to a multiple of this (few shapes, no recompiles)
 
 
@@ -52,10 +54,20 @@ def _help(text: str, **kwargs) -> dict:
     return {"metadata": {"help": text}, **kwargs}
 
 
+def model_width(shape: str) -> int:
+    """The hidden size of the model ``--model`` names (``random:`` taken off), without loading its weights: a named
+    size, the course checkpoint's or a folder's ``config.json``, else (a hub name) BERT-base's."""
+    if shape in CONFIGS:
+        return CONFIGS[shape]["hidden_size"]
+    if needs_hub(shape):
+        return CONFIGS["base"]["hidden_size"]
+    return json.loads((Path(resolve(shape)) / "config.json").read_text())["hidden_size"]
+
+
 @dataclass(kw_only=True)
 class FinetuneConfig(OptimiserSettings):
     """Every setting of a fine-tuning run; each field is the command line's option of the same name
-    (``max_steps`` is ``--max-steps``), checked here, before any work (:class:`InvalidSettings`)."""
+    (``eval_every`` is ``--eval-every``), checked here, before any work (:class:`InvalidSettings`)."""
 
     model: str = field(default="minilm", **_help("'course', 'minilm', a transformers BERT folder, a hub name with "
                                                  "--allow-hub, or 'random:SIZE' for fresh weights"))
@@ -66,33 +78,47 @@ class FinetuneConfig(OptimiserSettings):
     dropout: float | None = field(default=None, **_help("hidden, attention and classifier dropout (default: the "
                                                         "model's own)"))
     epochs: int = field(default=2, **_help("passes over the training set"))
-    max_steps: int | None = field(default=None, **_help("stop after this many optimiser steps"))
+    steps: int | None = field(default=None, **_help("optimiser steps (default: --epochs passes over the training "
+                                                    "set; given both, the fewer)"))
     eval_every: int | None = field(default=None, **_help("dev evaluation every N steps (default: once per epoch)"))
     patience: int | None = field(default=3, **_help("dev evaluations without improvement before stopping"))
     eval_batch_size: int = field(default=64, **_help("sentences per evaluation batch"))
     pad_to_multiple_of: int | None = field(default=None, **_help("round batch widths up to a multiple of this "
                                                                  "(default: 8 on CUDA, none elsewhere; 1: never)"))
-    lr: float = 5e-5
-    warmup_ratio: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
+    lr: float | None = field(default=None, **_help("peak learning rate (default: by the model's width, "
+                                                   "mlm_course.train.fine_tuning_lr: 5e-4 for the course's tiny "
+                                                   "BERT, 1e-4 for small ones and MiniLM, 2e-5 for BERT-base)"))
+    betas: tuple[float, float] = _FINE_TUNING.betas  # notebook 07's recipe (TrainConfig.fine_tuning), not pretraining's
+    eps: float = _FINE_TUNING.eps
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
-        problems = self.problems(("epochs", "max_steps", "eval_every", "patience", "eval_batch_size",
-                                  "train_examples", "eval_examples", "pad_to_multiple_of"))
+        problems = self._model_problems()
+        if self.lr is None:  # the model's own rate; 1.0 stands in where the model itself is refused
+            self.lr = 1.0 if problems else fine_tuning_lr(model_width(str(self.model).removeprefix(RANDOM_PREFIX)))
+        problems |= self.problems(("epochs", "steps", "eval_every", "patience", "eval_batch_size",
+                                   "train_examples", "eval_examples", "pad_to_multiple_of"))
         if self.max_length < MIN_MAX_LENGTH:
             problems["max_length"] = f"must be ≥ {MIN_MAX_LENGTH}, not {self.max_length!r}"
         if self.dropout is not None and not 0 <= self.dropout < 1:
             problems["dropout"] = f"must be in [0, 1), not {self.dropout!r}"
-        shape = str(self.model).removeprefix(RANDOM_PREFIX)
-        fresh_of_a_size = str(self.model).startswith(RANDOM_PREFIX) and shape in CONFIGS
-        refusal = None if fresh_of_a_size else hub_refusal(shape, self.allow_hub or None, how="add --allow-hub",
-                                                              known="'course', 'minilm', 'random:SIZE'")
-        if refusal is not None:
-            problems["model"] = refusal
         if problems:
             raise InvalidSettings("fine-tuning", problems)
+
+    def _model_problems(self) -> dict[str, str]:
+        """Why ``model`` cannot be loaded here (a hub name while the hub is not allowed, MiniLM not installed, a
+        folder without a config), if it cannot."""
+        shape = str(self.model).removeprefix(RANDOM_PREFIX)
+        if str(self.model).startswith(RANDOM_PREFIX) and shape in CONFIGS:
+            return {}
+        refusal = hub_refusal(shape, self.allow_hub or None, how="add --allow-hub",
+                              known="'course', 'minilm', 'random:SIZE'")
+        if refusal is None and not needs_hub(shape):
+            try:
+                resolve(shape)
+            except FileNotFoundError as exc:
+                refusal = str(exc)
+        return {} if refusal is None else {"model": refusal}
 
     def padding_multiple(self, device_type: str) -> int | None:
         """Batch widths are rounded up to this: the setting when given (1: none), else a coarse multiple with
@@ -102,11 +128,11 @@ class FinetuneConfig(OptimiserSettings):
         return COMPILE_WIDTH if self.compile else 8 if device_type == "cuda" else None
 
     def train_config(self, batches_per_epoch: int, slots: int, *, keep_best: bool) -> TrainConfig:
-        """The loop's settings: ``epochs`` passes over the batches (at most ``max_steps`` optimiser steps of
+        """The loop's settings: ``epochs`` passes over the batches (at most ``steps`` optimiser steps of
         ``slots`` micro-batches), dev evaluation every ``eval_every`` steps, else once per epoch; the best dev
         accuracy's weights kept when ``keep_best``."""
         total = math.ceil(batches_per_epoch * self.epochs / slots)
-        total = total if self.max_steps is None else min(total, self.max_steps)
+        total = total if self.steps is None else min(total, self.steps)
         shared = {name: getattr(self, name) for name in TrainConfig.__dataclass_fields__
                   if name not in ("steps", "eval_every", "keep_best")}
         return TrainConfig(**shared, steps=total, eval_every=self.eval_every or math.ceil(batches_per_epoch / slots),

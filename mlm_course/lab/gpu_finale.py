@@ -23,13 +23,7 @@ from mlm_course import bert, models
 from mlm_course.lab import finetune_run, pretrain_run
 from mlm_course.lab.cli import _at_least_one
 from mlm_course.lab.run_files import write_json_atomic
-from mlm_course.precision import (
-    autocast_dtype,
-    cpu_matmul_tflops,
-    notebook_precision,
-    peak_tflops,
-    pick_device,
-)
+from mlm_course.precision import autocast_dtype, notebook_precision, pick_device, utilisation
 
 BERT_BASE = "bert-base-uncased"
 #: What to expect of bert-base on the nearest public benchmark: SST-2 (GLUE), whose sentences come from the same
@@ -48,14 +42,14 @@ class FinaleSizes:
     pretrain_batch_size: int = 128
     max_chars: int | None = None  # pretraining text (None: the whole training split)
     epochs: int = 2
-    max_steps: int | None = None
+    steps: int | None = None  # fine-tuning steps at most (None: the epochs)
     batch_size: int = 32
     train_examples: int | None = None
     eval_examples: int | None = None
 
 
 QUICK = FinaleSizes(pretrain_size="tiny", pretrain_minutes=0.05, pretrain_batch_size=8, max_chars=60_000, epochs=1,
-                    max_steps=6, batch_size=8, train_examples=64, eval_examples=64)
+                    steps=6, batch_size=8, train_examples=64, eval_examples=64)
 
 
 def bert_base_folder(allow_hub: bool | None = None) -> str | None:
@@ -75,24 +69,6 @@ def hosted_notebook() -> str | None:
     return "Kaggle" if "KAGGLE_KERNEL_RUN_TYPE" in os.environ else None
 
 
-def peak_for(device: torch.device, dtype: torch.dtype | None) -> float | None:
-    """The peak TFLOP/s of the precision the run used (None: fp32 autocast off): a known GPU's dense bf16 / fp16
-    tensor-core peak, and none in fp32 (the table holds no fp32 peaks); a CPU's measured matmul rate in that dtype."""
-    if device.type == "cuda":
-        return peak_tflops(torch.cuda.get_device_name(device))[0] if dtype is not None else None
-    return cpu_matmul_tflops(dtype or torch.float32) if device.type == "cpu" else None
-
-
-def utilisation(config, tokens: int, seconds: float, seq_len: int, device: torch.device, *,
-                head_share: float, dtype: torch.dtype | None) -> tuple[float, float | None]:
-    """(tokens per second, model FLOP utilisation): training FLOPs (:func:`mlm_course.bert.flops_per_token`) over
-    the peak of the precision the run computed in (:func:`peak_for`)."""
-    rate = tokens / seconds
-    peak = peak_for(device, dtype)
-    flops = bert.flops_per_token(config, seq_len, training=True, head_share=head_share) * rate
-    return rate, (flops / 1e12 / peak if peak else None)
-
-
 def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple[Path, dict]:
     """The course's BERT of ``sizes.pretrain_size`` pretrained on ``device`` for ``sizes.pretrain_minutes`` with
     the course recipe (no dropout, sparse logits, 10 % short sequences, auto precision)."""
@@ -103,25 +79,25 @@ def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple
     out = work / "pretrained"
     done = pretrain_run.run(config, out, progress=False, verbose=False)
     model, train = done.model, done.train
-    rate, mfu = utilisation(model.config, train.tokens, train.seconds, config.seq_len, device,
-                            head_share=config.mask_rate, dtype=autocast_dtype(device, config.precision))
+    flops = bert.flops_per_token(model.config, config.seq_len, training=True, head_share=config.mask_rate)
+    rate, mfu = utilisation(flops, train.tokens, train.seconds, device, autocast_dtype(device, config.precision))
     return out, {"what": f"pretrain course BERT ({sizes.pretrain_size}) from scratch", "device": str(device),
                  "parameters": models.count_parameters(model)["total"], "steps": train.steps,
                  "minutes": round(train.seconds / 60, 2), "tokens_per_s": round(rate), "mfu": mfu,
                  "heldout_loss": done.summary["heldout"]["loss"]}
 
 
-def fine_tune(source: str, name: str, device: torch.device, sizes: FinaleSizes, work: Path, *, lr: float) -> dict:
+def fine_tune(source: str, name: str, device: torch.device, sizes: FinaleSizes, work: Path) -> dict:
     """Fine-tune ``source`` for sentiment on ``device`` (in fp32 on a CPU, the device's precision elsewhere: the
     notebook's one precision); tokens/s, utilisation and test accuracy."""
     config = finetune_run.FinetuneConfig(
-        model=source, epochs=sizes.epochs, max_steps=sizes.max_steps, batch_size=sizes.batch_size, lr=lr,
+        model=source, epochs=sizes.epochs, steps=sizes.steps, batch_size=sizes.batch_size,
         train_examples=sizes.train_examples, eval_examples=sizes.eval_examples, device=str(device), patience=None,
         precision=notebook_precision(device), log_every=50)
     done = finetune_run.run(config, out_dir=work / "finetuned", progress=False, verbose=False)
     train = done.train
-    rate, mfu = utilisation(done.model.config, train.tokens, train.seconds, config.max_length, device,
-                            head_share=0.0, dtype=autocast_dtype(device, config.precision))
+    flops = bert.flops_per_token(done.model.config, config.max_length, training=True, head_share=0.0)
+    rate, mfu = utilisation(flops, train.tokens, train.seconds, device, autocast_dtype(device, config.precision))
     return {"what": f"fine-tune {name}", "device": str(device),
             "parameters": done.summary["parameters"], "steps": train.steps,
             "minutes": round(train.seconds / 60, 2), "tokens_per_s": round(rate), "mfu": mfu,
@@ -131,9 +107,9 @@ def fine_tune(source: str, name: str, device: torch.device, sizes: FinaleSizes, 
 def gpu_branch(device: torch.device, work: Path, *, source: str | None, sizes: FinaleSizes = FinaleSizes()) -> list[dict]:
     """``source`` (bert-base-uncased's folder) fine-tuned; without one, a course BERT pretrained here first."""
     if source is not None:
-        return [fine_tune(source, BERT_BASE, device, sizes, work, lr=2e-5)]
+        return [fine_tune(source, BERT_BASE, device, sizes, work)]
     folder, row = pretrain_here(device, sizes, work)
-    return [row, fine_tune(str(folder), "the course BERT pretrained above", device, sizes, work, lr=1e-4)]
+    return [row, fine_tune(str(folder), "the course BERT pretrained above", device, sizes, work)]
 
 
 def gpu_plan(sizes: FinaleSizes = FinaleSizes()) -> str:
@@ -151,8 +127,8 @@ def run(work: str | os.PathLike, *, device: str | None = None, quick: bool = Fal
     work, chosen = Path(work), pick_device(device)
     sizes = sizes or (QUICK if quick else FinaleSizes())
     if chosen.type == "cpu":
-        short = replace(sizes, epochs=1, max_steps=sizes.max_steps or 60)
-        rows = [fine_tune("course", "the course checkpoint", chosen, short, work, lr=5e-4)]
+        short = replace(sizes, epochs=1, steps=sizes.steps or 60)
+        rows = [fine_tune("course", "the course checkpoint", chosen, short, work)]
         return {"device": str(chosen), "branch": "cpu", "rows": rows}
     source = bert_base_folder(allow_hub)
     return {"device": str(chosen), "branch": "gpu", "rows": gpu_branch(chosen, work, source=source, sizes=sizes)}

@@ -45,22 +45,22 @@ PRECISION = "fp32"  # the same numbers on every CPU (auto would pick bf16 where 
 
 
 def recipe(n_train: int, lr: float, seed: int, *, epochs: int = 2, min_steps: int = MIN_STEPS,
-           max_steps: int | None = None) -> FinetuneConfig:
+           steps: int | None = None) -> FinetuneConfig:
     """The fine-tuning settings for ``n_train`` examples: batch 16 up to 300 examples (else 32), ≥ ``min_steps``."""
     batch = 16 if n_train <= 300 else 32
     per_epoch = math.ceil(n_train / batch)
     epochs = max(epochs, math.ceil(min_steps / per_epoch))
-    total = per_epoch * epochs if max_steps is None else min(per_epoch * epochs, max_steps)
-    return FinetuneConfig(epochs=epochs, max_steps=max_steps, batch_size=batch, lr=lr, warmup_ratio=0.1,
+    total = per_epoch * epochs if steps is None else min(per_epoch * epochs, steps)
+    return FinetuneConfig(epochs=epochs, steps=steps, batch_size=batch, lr=lr, warmup_ratio=0.1,
                            eval_every=max(1, total // 10), patience=None, seed=seed, log_every=10 ** 6,
                            precision=PRECISION)
 
 
 def old_recipe(n_train: int, lr: float, seed: int, *, epochs: int = 2,
-               max_steps: int | None = None) -> FinetuneConfig:
+               steps: int | None = None) -> FinetuneConfig:
     """The settings of the first model comparison, kept to count its collapses: batch 32, dev twice an epoch."""
     per_epoch = math.ceil(n_train / 32)
-    return FinetuneConfig(epochs=epochs, max_steps=max_steps, batch_size=32, lr=lr, warmup_ratio=0.1,
+    return FinetuneConfig(epochs=epochs, steps=steps, batch_size=32, lr=lr, warmup_ratio=0.1,
                            eval_every=max(1, per_epoch // 2), patience=3, seed=seed, log_every=10 ** 6,
                            precision=PRECISION)
 
@@ -111,9 +111,9 @@ def run_task(task: str, model: str, budget: int | None, seed: int, *, source: st
         raise ValueError(f"model={model!r}: use one of {', '.join([*MODELS, *LINEAR_MODELS])}, or pass source=<folder>")
     net, tokenizer = finetune.load_classifier(name, seed=seed)
     encoded = [finetune.encode(tokenizer, *split) for split in (train, dev, test)]
-    max_steps = 20 if quick else None
-    config = (recipe(len(train[1]), lr, seed, epochs=epochs, min_steps=min_steps, max_steps=max_steps)
-              if recipe_name == "balanced" else old_recipe(len(train[1]), lr, seed, epochs=epochs, max_steps=max_steps))
+    steps = 20 if quick else None
+    config = (recipe(len(train[1]), lr, seed, epochs=epochs, min_steps=min_steps, steps=steps)
+              if recipe_name == "balanced" else old_recipe(len(train[1]), lr, seed, epochs=epochs, steps=steps))
     fitted = fit(net, encoded[0], encoded[1], config, pad_token_id=tokenizer.pad_token_id, progress=False,
                     verbose=False)
     scored = finetune.evaluate(fitted.model, encoded[2], pad_token_id=tokenizer.pad_token_id)

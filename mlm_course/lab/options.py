@@ -8,26 +8,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlm_course.precision import device_problem
-from mlm_course.train import optimiser_problems
+from mlm_course.train import TrainConfig, optimiser_problems
+
+_RECIPE = TrainConfig()  # the loop's defaults are the commands' defaults: one value of each setting
 
 
 @dataclass(kw_only=True)
 class OptimiserSettings:
     """What every training command shares: batches, AdamW, the warm-up and linear decay, clipping, logging, seed,
-    device, precision. Warm-up lasts ``warmup_steps`` optimiser steps when given, else ``warmup_ratio`` of the run."""
+    device, precision — with :class:`~mlm_course.train.TrainConfig`'s defaults, except the precision (``auto``: a
+    command runs where it finds a GPU). Warm-up lasts ``warmup_steps`` optimiser steps when given, else
+    ``warmup_ratio`` of the run."""
 
-    batch_size: int = field(default=32, metadata={"help": "examples per micro-batch and process"})
-    grad_accum: int = field(default=1, metadata={"help": "micro-batches per optimiser step"})
-    lr: float = field(default=5e-4, metadata={"help": "peak learning rate (AdamW)"})
-    warmup_ratio: float = field(default=0.06, metadata={"help": "warm-up as a fraction of the optimiser steps"})
-    warmup_steps: int | None = field(default=None, metadata={"help": "warm-up as a number of optimiser steps "
-                                                                      "(wins over --warmup-ratio)"})
-    weight_decay: float = field(default=0.01, metadata={"help": "AdamW's decoupled weight decay (not on biases "
-                                                                 "and LayerNorms)"})
-    betas: tuple[float, float] = field(default=(0.9, 0.98), metadata={"help": "AdamW's beta1,beta2"})
-    eps: float = field(default=1e-6, metadata={"help": "AdamW's epsilon"})
-    max_grad_norm: float | None = field(default=1.0, metadata={"help": "clip the gradient to this norm"})
-    log_every: int = field(default=10, metadata={"help": "a training row in metrics.jsonl every N steps"})
+    batch_size: int = field(default=_RECIPE.batch_size, metadata={"help": "examples per micro-batch and process"})
+    grad_accum: int = field(default=_RECIPE.grad_accum, metadata={"help": "micro-batches per optimiser step"})
+    lr: float = field(default=_RECIPE.lr, metadata={"help": "peak learning rate (AdamW)"})
+    warmup_ratio: float = field(default=_RECIPE.warmup_ratio,
+                                metadata={"help": "warm-up as a fraction of the optimiser steps"})
+    warmup_steps: int | None = field(default=_RECIPE.warmup_steps, metadata={
+        "help": "warm-up as a number of optimiser steps (wins over --warmup-ratio)"})
+    weight_decay: float = field(default=_RECIPE.weight_decay, metadata={
+        "help": "AdamW's decoupled weight decay (not on biases and LayerNorms)"})
+    betas: tuple[float, float] = field(default=_RECIPE.betas, metadata={"help": "AdamW's beta1,beta2"})
+    eps: float = field(default=_RECIPE.eps, metadata={"help": "AdamW's epsilon"})
+    max_grad_norm: float | None = field(default=_RECIPE.max_grad_norm,
+                                        metadata={"help": "clip the gradient to this norm"})
+    log_every: int = field(default=_RECIPE.log_every, metadata={"help": "a training row in metrics.jsonl every N steps"})
     seed: int = field(default=0, metadata={"help": "the seed every random draw of the run derives from"})
     device: str | None = field(default=None, metadata={"help": "cuda, cuda:N, mps or cpu (default: the best "
                                                                 "available)"})

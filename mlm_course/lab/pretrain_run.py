@@ -83,8 +83,6 @@ class PretrainConfig(OptimiserSettings):
     minutes: float | None = field(default=None, **_help("wall-clock budget: the step count is calibrated to fit"))
     eval_every: int = field(default=250, **_help("held-out evaluation every N steps"))
     save_every: int = field(default=500, **_help("checkpoint every N steps"))
-    lr: float = TrainConfig.lr  # the recipe of notebook 06's loop: one learning rate from the notebook to the CLI
-    warmup_ratio: float = TrainConfig.warmup_ratio
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
@@ -154,8 +152,8 @@ def pad_positions(batch: Batch, multiple: int) -> Batch:
     return {**batch, "masked_positions": torch.cat([positions, positions.new_zeros(missing)])}
 
 
-def training_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, config: PretrainConfig, *,
-                     slots: int, make_batch: Callable[..., Batch] = mask_blocks) -> Callable[[int, int], Batch]:
+def seeded_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, config: PretrainConfig, *,
+                   slots: int, make_batch: Callable[..., Batch] = mask_blocks) -> Callable[[int, int], Batch]:
     """``batch_for_step(step, slot)``: the rows of micro-batch ``slot`` of the step (``slots`` per step over all
     processes), cut short and masked with draws seeded by (step, slot); with ``static_copies``, the rows of the
     epoch's pre-masked copy. ``make_batch`` (:func:`~mlm_course.pretraining.mask_blocks`'s signature) masks the
@@ -186,8 +184,7 @@ def training_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerB
 
 def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_blocks: torch.Tensor,
              eval_blocks: torch.Tensor | None, config: PretrainConfig, *, out_dir: str | os.PathLike | None = None,
-             resume: bool = False, progress: bool = False,
-             make_batch: Callable[..., Batch] = mask_blocks) -> Trained:
+             resume: bool = False, progress: bool = False) -> Trained:
     """Masked-LM pretraining of ``model`` on ``train_blocks`` with the settings of ``config``: the lessons' loop
     with Accelerate (:func:`mlm_course.train.train_with_accelerate`) and
     :func:`~mlm_course.objective.masked_lm_loss`. With ``out_dir``: ``metrics.jsonl`` and a checkpoint every
@@ -201,7 +198,7 @@ def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_b
     slots = config.grad_accum * accelerator.num_processes
     held_out = None if eval_blocks is None else partial(evaluate_masked_lm,
                                                         batches=frozen_eval_batches(eval_blocks, tokenizer))
-    batch_for_step = training_batches(train_blocks, tokenizer, config, slots=slots, make_batch=make_batch)
+    batch_for_step = seeded_batches(train_blocks, tokenizer, config, slots=slots)
     run = None if out_dir is None else TrainingRun(out_dir, save_every=config.save_every, settings=asdict(config),
                                                    resume=resume, progress=progress)
     return train_with_accelerate(compiled(model, config.compile), step_batches(batch_for_step, slots, config.seed),
@@ -262,9 +259,9 @@ def starting_model(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -
     model (stacked to ``stack_to`` layers), in fp32."""
     if not config.init_from:
         size = config.size or "small"
-        return models.build_model(size, tokenizer, seed=config.seed, max_length=config.seq_len,
+        return models.build_model(size, tokenizer, seed=config.seed, max_positions=config.seq_len,
                                   dropout=config.dropout), size
-    model = models.load_for_training(config.init_from, tokenizer, max_length=config.seq_len, dropout=config.dropout)
+    model = models.load_for_training(config.init_from, tokenizer, seq_len=config.seq_len, dropout=config.dropout)
     name = models.size_of(model.config)
     if config.stack_to:
         model = models.stack_layers(model, config.stack_to)

@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mlm_course.atomic import write_file_atomic
-
-METRICS_FILE = "metrics.jsonl"
-"""The training loop's log in an output folder: one JSON object per line."""
+from mlm_course.stored import METRICS_FILE
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -26,14 +24,6 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """Write ``data`` as indented JSON to ``path``, atomically: readers never see half a file."""
     write_text_atomic(path, json.dumps(data, indent=2))
-
-
-def read_metrics(out_dir: str | os.PathLike) -> list[dict]:
-    """The metrics log of a run, one dict per line."""
-    path = Path(out_dir) / METRICS_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"no {METRICS_FILE} in {out_dir}: is this a training output folder?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def append_metrics(out_dir: str | os.PathLike, row: dict) -> None:

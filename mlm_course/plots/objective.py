@@ -42,7 +42,7 @@ ACTION_METRIC_LABELS = {"loss": "cross-entropy (nats)", "top1": "top-1 accuracy"
 def loss_by_action_bars(results: dict, *, metric: str = "loss", title: str = "") -> Figure:
     """Grouped bars: ``metric`` at the [MASK], random and unchanged positions (and all), one colour per model.
 
-    ``results``: ``{model name: mlm_course.lab.experiments.evaluate_by_action(...)}``. For the loss, a ``loss_ci95``
+    ``results``: ``{model name: mlm_course.objective_bug.evaluate_by_action(...)}``. For the loss, a ``loss_ci95``
     entry (half-width of a 95 % interval over the scored tokens) is drawn as an error bar.
     """
     import numpy as np
@@ -83,7 +83,7 @@ def training_loss_curves(histories: dict, *, heldout: dict | None = None, unigra
     ``histories``: ``{run name: Trained.history}`` (rows with ``split == "train"`` are plotted).
     """
     if not histories:
-        raise ValueError("pass at least one run's metrics: {name: experiments.train_with_batches(...).history}.")
+        raise ValueError("pass at least one run's metrics: {name: mlm_course.train.train(...).history}.")
     fig, ax = plt.subplots(figsize=(9, 3.8))
     for k, (name, rows) in enumerate(histories.items()):
         train = [m for m in rows if m["split"] == "train"]

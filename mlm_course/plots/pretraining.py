@@ -29,7 +29,7 @@ def _heldout_points(ax, evals: list[dict], key: str, marker: str, color: str, la
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, copying: dict | None = None,
                        title: str = "") -> Figure:
     """Training loss (per log interval) and held-out loss / top-1 / top-5 by step (``metrics`` from
-    :func:`mlm_course.lab.run_files.read_metrics`), with the unigram baseline
+    :func:`mlm_course.stored.read_metrics`), with the unigram baseline
     (``baseline``) and the unigram-plus-copying one (``copying``, :func:`mlm_course.pretraining.copying_baseline`).
 
     Held-out evaluations are markers (a faint line behind joins them); the legends sit under the panels.

@@ -7,7 +7,7 @@ import torch
 
 from mlm_course.lab.batch_order import step_batches
 from mlm_course.lab.hardware import accelerator_for
-from mlm_course.lab.pretrain_run import PretrainConfig, training_batches
+from mlm_course.lab.pretrain_run import PretrainConfig, seeded_batches
 from mlm_course.lab.training_run import TrainingRun
 from mlm_course.objective import masked_lm_loss
 from mlm_course.train import train_with_accelerate
@@ -36,7 +36,7 @@ def test_cuda_steps_never_synchronise_except_when_logging(tiny_model, blocks, be
         AcceleratorState._reset_state(True)  # accelerate holds one precision per process
         config = PretrainConfig(steps=6, batch_size=4, lr=1e-3, warmup_steps=2, log_every=3, eval_every=100,
                                 device="cuda", precision=precision, mask_rate=0.3, dropout=0.0)
-        batches = step_batches(training_batches(blocks, bert_tok, config, slots=1), 1, config.seed)
+        batches = step_batches(seeded_batches(blocks, bert_tok, config, slots=1), 1, config.seed)
         try:
             done = train_with_accelerate(tiny_model(), batches, masked_lm_loss, config.train_config(),
                                          accelerator=accelerator_for(precision, "cuda"), run=SyncGuard())

@@ -1,4 +1,4 @@
-"""Notebook 05's experiments: the labels = input_ids bug, pretraining's loop with another batch maker, and the
+"""Notebook 05's experiment: the labels = input_ids bug, the course's loop with another batch maker, and the
 held-out split by masking action, against pretraining's own functions and torch."""
 
 import math
@@ -8,9 +8,8 @@ import torch
 import torch.nn.functional as F
 from scipy import stats
 
-from mlm_course import corpus, masking, objective, pretraining
-from mlm_course.lab import experiments, pretrain_run
-from mlm_course.lab.pretrain_run import PretrainConfig
+from mlm_course import corpus, masking, models, objective, objective_bug, pretraining
+from mlm_course.train import TrainConfig, train
 
 
 @pytest.fixture
@@ -31,7 +30,7 @@ def test_buggy_batch_has_the_corrupted_ids_as_labels(course_tok, spec):
     blocks = _heldout_blocks(course_tok, 32, 4, max_chars=20_000)
     before = blocks.clone()
     good = pretraining.mask_blocks(blocks, course_tok, spec, torch.Generator().manual_seed(5))
-    bad = experiments.buggy_mask_blocks(blocks, course_tok, spec, torch.Generator().manual_seed(5))
+    bad = objective_bug.buggy_mask_blocks(blocks, course_tok, spec, torch.Generator().manual_seed(5))
     assert torch.equal(blocks, before)  # the caller's blocks are not modified
     assert torch.equal(bad["input_ids"], good["input_ids"])  # the same corruption
     assert torch.equal(bad["attention_mask"], good["attention_mask"])
@@ -55,7 +54,7 @@ def test_evaluate_by_action_groups_positions_by_mask_tokens_actions(course_tok, 
     batch["input_ids"][tuple(first_random)] = blocks[tuple(first_random)]  # a random draw of the original token
     same_draw = (mb.action == masking.RANDOM) & (batch["input_ids"] == blocks)
     assert int(same_draw.sum()) >= 1
-    got = experiments.evaluate_by_action(small_model, [batch], course_tok.mask_token_id)
+    got = objective_bug.evaluate_by_action(small_model, [batch], course_tok.mask_token_id)
     with torch.no_grad():
         log_probs = small_model(batch["input_ids"], batch["attention_mask"]).double().log_softmax(-1)
     nll = -log_probs.gather(-1, blocks[..., None]).squeeze(-1)  # per position, against the true token
@@ -70,7 +69,7 @@ def test_evaluate_by_action_matches_evaluate_masked_lm(course_tok, small_model):
     blocks = _heldout_blocks(course_tok, 32, 16)
     batches = pretraining.frozen_eval_batches(blocks, course_tok, pretraining.MaskSpec(), batch_size=8)
     ref = pretraining.evaluate_masked_lm(small_model, batches)
-    got = experiments.evaluate_by_action(small_model, batches, course_tok.mask_token_id)
+    got = objective_bug.evaluate_by_action(small_model, batches, course_tok.mask_token_id)
     assert math.isclose(got["all"]["loss"], ref["loss"], abs_tol=1e-5)
     assert math.isclose(got["all"]["top1"], ref["top1"], abs_tol=1e-9)
     assert got["all"]["tokens"] == ref["tokens"] == sum(got[a]["tokens"] for a in masking.ACTION_NAMES[1:])
@@ -91,21 +90,24 @@ def test_evaluate_by_action_restores_training_mode_when_the_forward_pass_fails(s
     model = small_bert(0, 64).train()
     seen = fail_forward(model)
     with pytest.raises(RuntimeError, match="simulated"):
-        experiments.evaluate_by_action(model, [batch], course_tok.mask_token_id)
+        objective_bug.evaluate_by_action(model, [batch], course_tok.mask_token_id)
     assert seen == [False]  # it scored in eval mode (dropout off) ...
     assert model.training and all(m.training for m in model.modules())  # ... and is back in train mode
 
 
-def test_train_with_batches_is_pretrains_loop(small_bert, course_tok):
+def test_the_bug_trains_through_the_course_loop_on_the_same_draws(course_tok):
+    """training_batches with the buggy batch maker draws the same rows and masks as with the right one (the same
+    generator, the same calls), so the two runs differ by the labels alone: the bug's loss falls far below the
+    right one, since copying the input is easy."""
     blocks = pretraining.pack_blocks([corpus.pretraining_text("train", max_chars=20_000)], course_tok, 16)[:32]
-    config = PretrainConfig(steps=3, batch_size=4, lr=1e-3, log_every=1, eval_every=100, precision="fp32")
-    a = small_bert(0, 16)
-    b = small_bert(0, 16)
-    ours = experiments.train_with_batches(a, course_tok, blocks, config)
-    ref = pretrain_run.pretrain(b, course_tok, blocks, blocks[:4], config, progress=False)
-    losses = [[m["loss"] for m in r.history if m["split"] == "train"] for r in (ours, ref)]
-    assert losses[0] == losses[1] and len(losses[0]) == 3
-    buggy = experiments.train_with_batches(
-        small_bert(0, 16), course_tok, blocks, config,
-        make_batch=experiments.buggy_mask_blocks)
-    assert [m["loss"] for m in buggy.history if m["split"] == "train"] != losses[0]
+    right = pretraining.training_batches(blocks, course_tok, 4, seed=3)
+    buggy = pretraining.training_batches(blocks, course_tok, 4, seed=3, make_batch=objective_bug.buggy_mask_blocks)
+    for _ in range(3):
+        a, b = next(right), next(buggy)
+        assert torch.equal(a["input_ids"], b["input_ids"]) and b["labels"] is b["input_ids"]
+    config = TrainConfig(steps=60, batch_size=4, lr=3e-3, log_every=10)
+    runs = {name: train(models.build_model("tiny", course_tok, max_positions=16), pretraining.training_batches(blocks, course_tok, 4, seed=0, make_batch=maker),
+                        objective.masked_lm_loss, config, device="cpu")
+            for name, maker in (("right", None), ("bug", objective_bug.buggy_mask_blocks))}
+    last = {name: [row["loss"] for row in run.history if row["split"] == "train"][-1] for name, run in runs.items()}
+    assert last["bug"] < 0.5 * last["right"]

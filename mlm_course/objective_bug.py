@@ -1,21 +1,20 @@
-"""Notebook 05's experiments with the masked-LM loss: a common bug (labels that are the corrupted input ids)
-reproduced (:func:`buggy_mask_blocks`), trained with pretraining's own loop (:func:`train_with_batches`) and
-measured by what the input showed at each predicted position (:func:`evaluate_by_action`).
+"""Notebook 05's experiment with the masked-LM loss: a common bug (labels that are the corrupted input ids)
+reproduced (:func:`buggy_mask_blocks`) — a batch maker for :func:`mlm_course.pretraining.training_batches`, trained
+with the course's loop (:func:`mlm_course.train.train`) — and measured by what the input showed at each predicted
+position (:func:`evaluate_by_action`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from mlm_course import masking
-from mlm_course.lab.pretrain_run import PretrainConfig, pretrain
 from mlm_course.masking import MaskSpec
 from mlm_course.pretraining import mask_blocks, masked_predictions
 from mlm_course.statistics import mean_interval
-from mlm_course.train import Trained
 
 
 def buggy_mask_blocks(
@@ -32,15 +31,6 @@ def buggy_mask_blocks(
     batch = mask_blocks(blocks, tokenizer, spec, generator, attention_mask=attention_mask)
     batch = {key: value for key, value in batch.items() if key != "masked_positions"}
     return {**batch, "labels": batch["input_ids"]}  # the bug: one tensor, so the labels are the masked input
-
-
-def train_with_batches(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_blocks: torch.Tensor,
-                       config: PretrainConfig, *, make_batch: Callable[..., dict[str, torch.Tensor]] = mask_blocks
-                       ) -> Trained:
-    """:func:`mlm_course.lab.pretrain_run.pretrain` (its batches, seeds, loss and loop) with a replaceable batch
-    maker, e.g. :func:`buggy_mask_blocks`; no held-out evaluation during training (use
-    :func:`evaluate_by_action` after)."""
-    return pretrain(model, tokenizer, train_blocks, None, config, make_batch=make_batch)
 
 
 def evaluate_by_action(model: torch.nn.Module, batches: Sequence[Mapping[str, torch.Tensor]],
