@@ -148,3 +148,30 @@ def test_the_font_is_the_renamed_subset_its_record_and_licence_describe():
     licence = (folder / "OFL.txt").read_text()
     assert "SIL OPEN FONT LICENSE Version 1.1" in licence and "Reserved Font Name 'Source'" in licence
     assert record["characters"]["gb2312"] == 7445
+
+
+def test_a_figure_may_mean_a_word_otherwise_than_the_shared_table(monkeypatch):
+    """03's measured rates call the random replacement "random"; 07 calls random initialisation that. Each figure
+    function named in FIGURE_LABELS exists, and its own table wins over the shared one."""
+    from mlm_course.plots.zh_labels import FIGURE_LABELS
+
+    assert all(callable(getattr(plots, name, None)) for name in FIGURE_LABELS)
+    monkeypatch.setenv(language.LANGUAGE_ENV_VAR, "zh")
+    rates = {name: {"rate": rate, "low": rate - 0.001, "high": rate + 0.001}
+             for name, rate in (("selected", 0.15), ("random", 0.1))}
+    fig = plots.rates_vs_targets(rates, {"selected": 0.15, "random": 0.1})
+    ticks = [label.get_text() for label in fig.axes[0].get_yticklabels()]
+    assert any(tick.startswith("随机替换") for tick in ticks) and not any("随机初始化" in tick for tick in ticks)
+    assert language.translate("random") == "随机初始化"  # the shared meaning, for the other figures
+
+
+def test_the_ticks_of_a_secondary_axis_are_translated_too():
+    """06's time-to-loss figure names its targets on a secondary y axis, which fig.axes does not list."""
+    plots.use_cjk_font()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [7.5, 6.0])
+    secondary = ax.secondary_yaxis("right")
+    secondary.set_yticks([7.5, 6.0], ["target 7.50", "target 6.00"])
+    assert plots.localise(fig) == []
+    fig.canvas.draw()
+    assert [t.get_text() for t in secondary.get_yticklabels()] == ["目标 7.50", "目标 6.00"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from mlm_course.plots.zh_labels import KEEP_IN_ENGLISH, ZH_LABELS
+from mlm_course.plots.zh_labels import FIGURE_LABELS, KEEP_IN_ENGLISH, ZH_LABELS
 
 LANGUAGE_ENV_VAR = "MLM_COURSE_LANG"
 LANGUAGES = ("en", "zh")
@@ -74,16 +74,16 @@ def _templates() -> list[tuple[re.Pattern, str]]:
             for key, value in keyed]
 
 
-def translate(text: str) -> str | None:
-    """The Chinese of ``text`` by :data:`ZH_LABELS`, or None. A template counts only when each of its pieces is
-    translated in turn or holds no English word."""
-    if text in ZH_LABELS:
-        return ZH_LABELS[text]
+def translate(text: str, labels: dict[str, str] = ZH_LABELS) -> str | None:
+    """The Chinese of ``text`` by ``labels`` (:data:`ZH_LABELS`, or a figure's own table over it), or None. A
+    template counts only when each of its pieces is translated in turn or holds no English word."""
+    if text in labels:
+        return labels[text]
     for pattern, value in _templates():
         match = pattern.match(text)
         if match is None:
             continue
-        pieces = [translate(piece) or piece for piece in match.groups()]
+        pieces = [translate(piece, labels) or piece for piece in match.groups()]
         if not any(map(needs_translation, pieces)):  # else a looser template matched English it cannot translate
             return value.format(*pieces)
     return None
@@ -100,9 +100,16 @@ def mark_as_data(*artists) -> None:
         artist.set_gid(DATA_GID)
 
 
+def _all_axes(fig: Figure):
+    """``fig``'s axes and the axes they carry (a ``secondary_yaxis``, say), which ``fig.axes`` leaves out."""
+    for ax in fig.axes:
+        yield ax
+        yield from ax.child_axes
+
+
 def _label_texts(fig: Figure):
     """The texts of ``fig`` that name things: titles, axis labels and legend entries (and legend titles)."""
-    for ax in fig.axes:
+    for ax in _all_axes(fig):
         yield from (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label)
         legend = ax.get_legend()
         if legend is not None:
@@ -114,7 +121,7 @@ def _label_texts(fig: Figure):
 
 def _data_tick_labels(fig: Figure):
     """The tick labels of the axes marked as data."""
-    for ax in fig.axes:
+    for ax in _all_axes(fig):
         for axis in (ax.xaxis, ax.yaxis):
             if axis.get_gid() == DATA_GID:
                 yield from (*axis.get_majorticklabels(), *axis.get_minorticklabels())
@@ -125,7 +132,7 @@ def _fixed_tick_labels(fig: Figure):
     the dict {position: label} that matplotlib formats them from, which can be rewritten in place."""
     from matplotlib.ticker import FixedFormatter, FuncFormatter
 
-    for ax in fig.axes:
+    for ax in _all_axes(fig):
         for axis in (ax.xaxis, ax.yaxis):
             if axis.get_gid() == DATA_GID:
                 continue
@@ -138,26 +145,26 @@ def _fixed_tick_labels(fig: Figure):
                     yield formatter.func.args[0]  # Axis._format_with_dict's table
 
 
-def localise(fig: Figure) -> list[str]:
-    """Rewrite ``fig``'s text in Chinese; return the label texts (titles, axis labels, legend entries, tick
-    labels) left in English because :data:`ZH_LABELS` has no entry for them. Call :func:`use_cjk_font` before
+def localise(fig: Figure, labels: dict[str, str] = ZH_LABELS) -> list[str]:
+    """Rewrite ``fig``'s text in Chinese by ``labels``; return the label texts (titles, axis labels, legend entries,
+    tick labels) left in English because the table has no entry for them. Call :func:`use_cjk_font` before
     drawing ``fig``: a text keeps the font families set when it was made."""
     from matplotlib.text import Text
 
     missing = []
-    labels = {id(text) for text in _label_texts(fig)}
+    label_ids = {id(text) for text in _label_texts(fig)}
     data = {id(text) for text in _data_tick_labels(fig)}
     for text in fig.findobj(Text):
         if text.get_gid() == DATA_GID or id(text) in data or not text.get_text().strip():
             continue
-        chinese = translate(text.get_text())
+        chinese = translate(text.get_text(), labels)
         if chinese is not None:
             text.set_text(chinese)
-        elif id(text) in labels and needs_translation(text.get_text()):
+        elif id(text) in label_ids and needs_translation(text.get_text()):
             missing.append(text.get_text())
     for table in _fixed_tick_labels(fig):
         for position, label in table.items():
-            chinese = translate(str(label))
+            chinese = translate(str(label), labels)
             if chinese is not None:
                 table[position] = chinese
             elif needs_translation(str(label)):
@@ -171,7 +178,8 @@ class UntranslatedFigureText(UserWarning):
 
 def localised(function):
     """Wrap a figure function: in Chinese (:func:`figure_language`), set the CJK font, draw, then translate the
-    figure, warning with :class:`UntranslatedFigureText` about any label the table lacks."""
+    figure (by :data:`ZH_LABELS`, with the function's own :data:`FIGURE_LABELS` over it), warning with
+    :class:`UntranslatedFigureText` about any label the table lacks."""
     import warnings
 
     @functools.wraps(function)
@@ -180,7 +188,7 @@ def localised(function):
             return function(*args, **kwargs)
         use_cjk_font()
         fig = function(*args, **kwargs)
-        missing = localise(fig)
+        missing = localise(fig, {**ZH_LABELS, **FIGURE_LABELS.get(function.__name__, {})})
         if missing:
             warnings.warn(f"{function.__name__}: no Chinese for {missing} in mlm_course/plots/zh_labels.py",
                           UntranslatedFigureText, stacklevel=2)

@@ -222,8 +222,8 @@ _FINE_TUNING = {
     "best: {} at step {}": "最佳：第 {1} 步的 {0}",
     "dev accuracy": "开发集准确率",
     "Fine-tuning": "微调",
-    "Fine-tuning {} ({} training sentences)": "微调 {}（{} 个训练句子）",
-    "{} on test: accuracy {}": "{} 在测试集上：准确率 {}",
+    "Fine-tuning {} ({} training sentences)": "微调：{}（{} 个训练句子）",
+    "{} on test: accuracy {}": "{}，测试集准确率 {}",
     "not run": "未运行",
     "chance ({})": "随机水平（{}）",
     "test accuracy (model chosen on dev), {} Wilson interval": "测试集准确率（按开发集选模型），{} Wilson 区间",
@@ -332,6 +332,15 @@ _CHINESE = {
     "guessed (%)": "猜对（%）",
     "ceiling ({})": "上限（{}）",
     "unigram ({})": "一元（{}）",
+}
+
+#: Where one figure means a word otherwise than :data:`ZH_LABELS` does, by figure function: in 03's measured rates
+#: "random" is the random replacement of a selected token, not 07's random initialisation; in 07's titles "course"
+#: names the model, not the course.
+FIGURE_LABELS: dict[str, dict[str, str]] = {
+    "rates_vs_targets": {"random": "随机替换"},
+    "finetune_curves": {"course": "课程模型"},
+    "confusion_matrix_plot": {"course": "课程模型"},
 }
 
 ZH_LABELS: dict[str, str] = {
