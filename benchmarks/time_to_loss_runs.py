@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -69,13 +70,18 @@ class Data:
     train_blocks: torch.Tensor
     heldout_blocks: torch.Tensor
     eval_batches: list
+    train_chars: int | None = None
+
+    def packed(self, seq_len: int) -> torch.Tensor:
+        """The same training text in blocks of ``seq_len`` tokens."""
+        return pack_blocks([corpus.pretraining_text("train", max_chars=self.train_chars)], self.tokenizer, seq_len)
 
 
 def load_data(sizes: Sizes) -> Data:
     tok = tokenization.course_tokenizer()
     train = pack_blocks([corpus.pretraining_text("train", max_chars=sizes.train_chars)], tok, SEQ_LEN)
     heldout = pack_blocks([corpus.pretraining_text("heldout", max_chars=sizes.heldout_chars)], tok, SEQ_LEN)
-    return Data(tok, train, heldout, frozen_eval_batches(heldout, tok))
+    return Data(tok, train, heldout, frozen_eval_batches(heldout, tok), sizes.train_chars)
 
 
 def paragraph_rows(tokenizer, max_chars: int | None) -> torch.Tensor:
@@ -100,25 +106,28 @@ def mask_padded(blocks, tokenizer, spec, generator, attention_mask=None):
 
 
 class Recorder:
-    """A run's held-out curve against its training CPU time: ``process_time()`` since :meth:`start` minus the CPU
-    time of the evaluations. :meth:`after_step` evaluates when the next mark is due and says when to stop."""
+    """A run's held-out curve against its training CPU time: ``clock()`` since :meth:`start` minus the CPU time of
+    the evaluations. :meth:`after_step` evaluates when the next mark is due and says when to stop. The clock is
+    the process's CPU time, or (runs taking turns in threads of one process, :class:`Turns`) the thread's; then
+    ``between_steps`` hands the turn over when it is due."""
 
     def __init__(self, evaluate, sizes: Sizes, *, tokens_per_step: int, targets: list[float] | None,
-                 partial: Path | None = None):
+                 partial: Path | None = None, clock=time.process_time, between_steps=None):
         self.evaluate_fn, self.sizes, self.tokens_per_step, self.targets = evaluate, sizes, tokens_per_step, targets
         self.partial = partial  # the curve so far, rewritten after each evaluation (for a look while it runs)
+        self.clock, self.between_steps = clock, between_steps
         self.curve: list[dict] = []
         self.next_mark, self.eval_cpu, self.start_cpu, self.start_wall = 0.0, 0.0, 0.0, 0.0
         self.stopped = "schedule end"
 
     def start(self) -> None:
-        self.start_cpu, self.start_wall, self.eval_cpu = time.process_time(), time.perf_counter(), 0.0
+        self.start_cpu, self.start_wall, self.eval_cpu = self.clock(), time.perf_counter(), 0.0
 
     def training_seconds(self) -> float:
-        return time.process_time() - self.start_cpu - self.eval_cpu
+        return self.clock() - self.start_cpu - self.eval_cpu
 
     def evaluate(self, model: torch.nn.Module, step: int, seconds: float) -> None:
-        begin = time.process_time()
+        begin = self.clock()
         with torch.autocast("cpu", enabled=False):
             scores = self.evaluate_fn(model)
         self.curve.append({"cpu_seconds": round(seconds, 3), "step": step, "tokens": step * self.tokens_per_step,
@@ -127,7 +136,7 @@ class Recorder:
                            "load1": os.getloadavg()[0]})
         if self.partial is not None:
             write_json_atomic(self.partial, {"curve": self.curve})
-        self.eval_cpu += time.process_time() - begin  # (the evaluation at step 0 comes before start())
+        self.eval_cpu += self.clock() - begin  # (the evaluation at step 0 comes before start())
         sizes = self.sizes
         while self.next_mark <= seconds:
             self.next_mark += sizes.early_every if self.next_mark < sizes.early_until else sizes.every
@@ -137,6 +146,8 @@ class Recorder:
 
     def after_step(self, model: torch.nn.Module, step: int) -> bool:
         """Evaluate if a mark is due or the budget is spent; True when the run should stop."""
+        if self.between_steps is not None:
+            self.between_steps()
         seconds = self.training_seconds()
         over = seconds >= self.sizes.budget_seconds
         if over or seconds >= self.next_mark:
@@ -157,6 +168,76 @@ class Recorder:
                 "tokens_per_cpu_second": round(step * self.tokens_per_step / seconds, 1)}
 
 
+class Turns:
+    """Runs that take turns, round robin, each in its own thread of one process: a run trains until its thread's
+    CPU clock has advanced ``chunk`` seconds, then hands over, so a neighbour's job on the machine slows every run
+    alike. Each turn records the thread's CPU time, the process's CPU time and the wall time: the first two agree
+    when no other thread of the process worked during the turn (the clock check)."""
+
+    def __init__(self, names: list[str], chunk: float):
+        if not chunk > 0 or len(set(names)) != len(names) or not names:
+            raise ValueError(f"turns need distinct run names and a chunk > 0 CPU-seconds, not {names}, {chunk}")
+        self.order, self.chunk, self.finished, self.current = list(names), chunk, set(), names[0]
+        self.began: dict[str, tuple[float, float, float]] = {}
+        self.turns: dict[str, list[list[float]]] = {name: [] for name in names}
+        self.condition = threading.Condition()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        return time.thread_time(), time.process_time(), time.perf_counter()
+
+    def wait(self, name: str) -> None:
+        with self.condition:
+            self.condition.wait_for(lambda: self.current == name)
+        self.began[name] = self._now()
+
+    def hand_over_if_due(self, name: str) -> None:
+        if time.thread_time() - self.began[name][0] >= self.chunk:
+            self._end_turn(name)
+            self.wait(name)
+
+    def _end_turn(self, name: str, finished: bool = False) -> None:
+        self.turns[name].append([round(b - a, 4) for a, b in zip(self.began[name], self._now(), strict=True)])
+        with self.condition:
+            if finished:
+                self.finished.add(name)
+            start = self.order.index(name) + 1
+            after = [n for n in self.order[start:] + self.order[:start] if n not in self.finished]
+            self.current = after[0] if after else None
+            self.condition.notify_all()
+
+    def run(self, work: dict) -> dict:
+        """``work[name]()`` for every run, taking turns; their results by name (the first error is raised)."""
+        results, errors = {}, {}
+
+        def thread(name: str) -> None:
+            torch.set_num_threads(1)  # OpenMP's thread count is per thread: set it in each
+            self.wait(name)
+            try:
+                results[name] = work[name]()
+            except BaseException as error:  # noqa: BLE001 - handed to the caller below
+                errors[name] = error
+            finally:
+                self._end_turn(name, finished=True)
+
+        threads = [threading.Thread(target=thread, args=(name,), name=name) for name in self.order]
+        for each in threads:
+            each.start()
+        for each in threads:
+            each.join()
+        if errors:
+            raise next(iter(errors.values()))
+        return results
+
+    def clock_check(self, name: str) -> dict:
+        """The run's turns: how many, their thread and process CPU-seconds, wall seconds, and the CPU share."""
+        thread_cpu, process_cpu, wall = (sum(turn[i] for turn in self.turns[name]) for i in range(3))
+        return {"turns": len(self.turns[name]), "thread_cpu_seconds": round(thread_cpu, 3),
+                "process_cpu_seconds": round(process_cpu, 3), "wall_seconds": round(wall, 3),
+                "process_over_thread_cpu": round(process_cpu / thread_cpu, 3) if thread_cpu else None,
+                "cpu_share_of_wall": round(thread_cpu / wall, 3) if wall else None}
+
+
 # ---- the course's loop, one step at a time -----------------------------------------------------------------------
 
 
@@ -173,12 +254,13 @@ class Stepper:
     """The course's loop one optimiser step at a time, for runs that a clock stops and for interleaved timings: the
     lessons' :func:`~mlm_course.steps.training_step` with fused AdamW and BERT's schedule
     (:func:`mlm_course.train.optimiser_and_schedule`), micro-batch ``(step, 0)`` of ``batch_for_step`` with its
-    dropout seeded as :func:`~mlm_course.lab.batch_order.step_batches` seeds it, on this CPU in ``config``'s
-    precision."""
+    dropout seeded as :func:`~mlm_course.lab.batch_order.step_batches` seeds it, on ``device`` (this CPU unless
+    given) in ``config``'s precision."""
 
-    def __init__(self, model: torch.nn.Module, config: TrainConfig, batch_for_step, loss_fn, *, seed: int = 0):
-        device = torch.device("cpu")
-        self.model, self.config, self.loss_fn, self.step = model.float(), config, loss_fn, 0
+    def __init__(self, model: torch.nn.Module, config: TrainConfig, batch_for_step, loss_fn, *, seed: int = 0,
+                 device: str = "cpu"):
+        device = torch.device(device)
+        self.model, self.config, self.loss_fn, self.step = model.float().to(device), config, loss_fn, 0
         self.dtype = precision.autocast_dtype(device, config.precision)
         self.optimizer, self.scheduler = optimiser_and_schedule(self.model, config, device)
         self.batches = step_batches(batch_for_step, 1, seed)
@@ -204,23 +286,33 @@ def train_in_course_loop(stepper: Stepper, recorder: Recorder, evaluated=None) -
     return recorder.finish(scored, stepper.step) | {"runner": stepper.description}
 
 
-def run_course(data: Data, sizes: Sizes, chosen: str, name: str, recorder_for) -> dict:
+def run_course(data: Data, sizes: Sizes, chosen: str, name: str, recorder_for, device: str = "cpu") -> dict:
     changes = {"course_full_logits": {"sparse_logits": False}, "course_dropout": {"dropout": 0.1},
                "course_short_seq": {"short_seq_prob": 0.1}, "course_fp32": {"precision": "fp32"}}.get(name, {})
     config = course_config(chosen, **changes)
-    blocks, make_batch, extra = data.train_blocks, mask_blocks, {}
     if name == "course_no_packing":
-        blocks, make_batch = paragraph_rows(data.tokenizer, sizes.train_chars), mask_padded
+        blocks = paragraph_rows(data.tokenizer, sizes.train_chars)
         extra = {"rows": len(blocks), "real_token_share": round(float((blocks != data.tokenizer.pad_token_id)
                                                                          .float().mean()), 4)}
-    model = build_model("tiny", data.tokenizer, seed=config.seed, max_positions=SEQ_LEN, dropout=config.dropout)
-    recorder = recorder_for(BATCH * SEQ_LEN)
+        return extra | run_recipe(data, config, recorder_for, blocks=blocks, make_batch=mask_padded)
+    return run_recipe(data, replace(config, device=device), recorder_for)
+
+
+def run_recipe(data: Data, config: PretrainConfig, recorder_for, *, blocks: torch.Tensor | None = None,
+               make_batch=mask_blocks) -> dict:
+    """``config``'s recipe in the course's loop, on ``blocks`` (default: the training text packed in
+    ``config.seq_len``-token blocks), scored on the 128-token held-out set, on ``config.device``."""
+    if blocks is None:
+        blocks = data.train_blocks if config.seq_len == SEQ_LEN else data.packed(config.seq_len)
+    model = build_model(config.size, data.tokenizer, seed=config.seed, max_positions=max(SEQ_LEN, config.seq_len),
+                        dropout=config.dropout)
+    recorder = recorder_for(config.batch_size * config.seq_len)
     batches = seeded_batches(blocks, data.tokenizer, config, slots=1, make_batch=make_batch)
-    outcome = train_in_course_loop(Stepper(model, config.train_config(), batches, masked_lm_loss, seed=config.seed),
-                                   recorder)
+    stepper = Stepper(model, config.train_config(), batches, masked_lm_loss, seed=config.seed,
+                      device=config.device)
+    outcome = train_in_course_loop(stepper, recorder)
     settings = {k: v for k, v in vars(config).items() if k not in ("eval_every", "save_every", "log_every")}
-    return {"settings": settings | {"betas": list(config.betas), "mask_mix": list(config.mask_mix)}, **extra,
-            **outcome}
+    return {"settings": settings | {"betas": list(config.betas), "mask_mix": list(config.mask_mix)}, **outcome}
 
 
 # ---- transformers -----------------------------------------------------------------------------------------------
@@ -249,17 +341,18 @@ def transformers_model(tokenizer, seed: int = 0) -> BertForMaskedLM:
         return BertForMaskedLM(build_config("tiny", tokenizer, max_positions=SEQ_LEN))
 
 
-def trainer_arguments(name: str, out: str, chosen: str) -> dict:
+def trainer_arguments(name: str, out: str, chosen: str, device: str = "cpu") -> dict:
     """TrainingArguments of (b) (defaults, a schedule over 448,000 sequences) or (c) (the course's optimiser and
-    the precision auto picked for (a), bf16 autocast where that is faster on this CPU)."""
-    common = {"output_dir": out, "report_to": "none", "save_strategy": "no", "disable_tqdm": True}
+    the precision auto picked for (a), bf16 autocast where that is faster on this CPU), on ``device``."""
+    common = {"output_dir": out, "report_to": "none", "save_strategy": "no", "disable_tqdm": True,
+              "use_cpu": device == "cpu"}
     if name == "transformers_defaults":
         return common | {"max_steps": DEFAULTS_STEPS}
     lr = 1e-3 if name == "transformers_tuned_lr1e-3" else LR
     return common | {"max_steps": SCHEDULE, "learning_rate": lr, "adam_beta1": BETAS[0], "adam_beta2": BETAS[1],
                      "adam_epsilon": EPS, "weight_decay": 0.01, "warmup_steps": WARMUP,
                      "lr_scheduler_type": "linear", "per_device_train_batch_size": BATCH, "max_grad_norm": 1.0,
-                     "bf16": chosen == "bf16", "use_cpu": True}
+                     "bf16": chosen == "bf16", "fp16": chosen == "fp16"}
 
 
 class ClockCallback(TrainerCallback):
@@ -277,13 +370,13 @@ class ClockCallback(TrainerCallback):
             control.should_training_stop = True
 
 
-def run_trainer(data: Data, name: str, chosen: str, recorder_for) -> dict:
+def run_trainer(data: Data, name: str, chosen: str, recorder_for, device: str = "cpu") -> dict:
     model = transformers_model(data.tokenizer)
     adapter = MaskedLMAdapter(model)
     collator = DataCollatorForLanguageModeling(data.tokenizer, mlm_probability=0.15)
     dataset = [{"input_ids": row} for row in data.train_blocks.tolist()]
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(**trainer_arguments(name, out, chosen))
+        args = TrainingArguments(**trainer_arguments(name, out, chosen, device))
         recorder = recorder_for(args.per_device_train_batch_size * SEQ_LEN)
         trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=collator,
                           callbacks=[ClockCallback(recorder, adapter)])

@@ -184,18 +184,23 @@ def copying_baseline(
     train_blocks: torch.Tensor, eval_batches: list[dict[str, torch.Tensor]], vocab_size: int, special_ids: list[int],
     mask_token_id: int, spec: MaskSpec = MaskSpec(),
 ) -> dict[str, float]:
-    """Unigram frequencies, plus a bet on the token shown at the position itself: what needs no context at all.
+    """Unigram frequencies, plus a bet on the token shown at the position itself: the best predictor that reads no
+    context, only the token at the position.
 
-    A predicted position that shows a real token (not [MASK]) holds the true token with probability
-    q = keep / (random + keep) of ``spec.mask_mix`` (½ for 80/10/10), so this predictor says
-    p(x) = q·[x = shown] + (1 − q)·unigram(x) there, and unigram(x) at [MASK]. (A random token that happens to
-    be the true one is ignored.) A model's loss below this line is the part that comes from the context.
+    A predicted position that shows a real token v (not [MASK]) is either v left unchanged (``keep`` of
+    ``spec.mask_mix``, and the true token is v with probability unigram(v)) or a random replacement (``random``,
+    drawn uniformly from the n tokens that are not special, whatever the true token). By Bayes' rule the true
+    token is v with probability q(v) = keep·unigram(v) / (keep·unigram(v) + random/n), so this predictor says
+    p(x) = q(v)·[x = v] + (1 − q(v))·unigram(x) there, and unigram(x) at [MASK]. A frequent word shown is almost
+    surely the truth, a rare one almost surely a random draw; a fixed bet (½ for 80/10/10) does worse on both.
+    A model's loss below this line is the part that comes from the context.
     """
     _, random_share, keep_share = spec.mask_mix
-    q = keep_share / (random_share + keep_share) if random_share + keep_share > 0 else 0.0
     unigram = _unigram_log_probs(train_blocks, vocab_size, special_ids).exp()
     labels, shown = _masked(eval_batches)
-    bet = torch.where(shown == mask_token_id, 0.0, q).double()
+    kept = keep_share * unigram[shown]  # ∝ P(v shown, unchanged)
+    drawn = random_share / (vocab_size - len(set(special_ids)))  # ∝ P(v shown, a random draw)
+    bet = torch.where((shown != mask_token_id) & (kept + drawn > 0), kept / (kept + drawn), 0.0).double()
     true_log_probs = ((1 - bet) * unigram[labels] + bet * (labels == shown)).log()
     # the mixture's top 5 lie among the shown token and the unigram top 5 (only the shown token's score changes)
     top = unigram.topk(5).indices.expand(len(labels), 5)

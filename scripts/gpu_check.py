@@ -1,6 +1,6 @@
 """The GPU check: what the course does on a GPU, in one JSON, from a plain copy of the repository.
 
-    bash scripts/gpu_check.sh --python python3                  # a GPU machine: ≤ 8 minutes on one H200
+    bash scripts/gpu_check.sh --python python3                  # a GPU machine: ≤ 13 minutes on one H200
     bash scripts/gpu_check.sh --dry-run --python "$(which python)" --out /tmp/gpu_check.json   # anywhere: CPU, tiny
 
 Runs the steps of ``scripts/gpu_check_steps.py`` (CUDA tests; fine-tuning throughput against transformers.Trainer,

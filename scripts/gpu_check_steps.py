@@ -6,8 +6,8 @@ time limit and merges the file into its JSON, beside a few figures derived from 
 only). To change what the check measures, change :func:`steps`; the engine in ``gpu_check.py`` stays as it is.
 
 Budget: the limits of the steps that run on one GPU, plus the preflight's, add up to at most :data:`BUDGET_S`
-(8 minutes on one H200; ``tests/test_gpu_check.py`` checks the sum). The two-process step runs only where two GPUs
-are visible, and its minute comes on top.
+(13 minutes on one H200, 5 of them the lunch-break comparison; ``tests/test_gpu_check.py`` checks the sum). The
+two-process step runs only where two GPUs are visible, and its minute comes on top.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CPU_FINETUNE = ROOT / "notebooks" / "results" / "finetune_comparison.json"
 CPU_PRETRAINING = ROOT / "benchmarks" / "results" / "pretraining.json"
 SHIPPED_CHECKPOINT = ROOT / "mlm_course" / "data" / "course-bert" / "results.json"
-BUDGET_S = 480
+BUDGET_S = 780
 PREFLIGHT_LIMIT_S = 30
 #: The budgets of scripts/finetune_comparison.py, whose CPU rows the GPU fine-tunes are compared with: batch 32,
 #: max length 128, warm-up 10 %, dev evaluation twice an epoch (265 steps an epoch), patience 3, seed 0.
@@ -37,6 +37,10 @@ FINETUNE_DRY = ["--steps", "2", "--batch-size", "8", "--train-examples", "64", "
 #: 128), then fine-tuned for one epoch; the dry run uses the finale's quick sizes on the CPU.
 FINALE = ["--pretrain-minutes", "2", "--epochs", "1"]
 FINALE_DRY = ["--quick"]
+#: benchmarks/bench_lunch_break.py on the GPU: the course's default pretraining recipe and transformers tuned (c),
+#: two minutes each, one after the other, on the GPU's clock; the dry run is its quick size on the CPU.
+LUNCH_BREAK = ["--group", "gpu", "--budget", "120"]
+LUNCH_BREAK_DRY = ["--group", "gpu", "--quick"]
 
 
 class StepFailed(Exception):
@@ -91,6 +95,10 @@ def steps(plan: Plan) -> list[Step]:
         Step("finale", [py, "-m", "mlm_course.lab.gpu_finale", *(FINALE_DRY if dry else FINALE), "--device",
                         plan.device, "--out", str(work / "finale.json")], 170, result=work / "finale.json",
              skip=missing(plan, "scikit-learn"), summarise=summarise_finale),
+        Step("lunch_break", [py, "benchmarks/bench_lunch_break.py", *(LUNCH_BREAK_DRY if dry else LUNCH_BREAK),
+                             "--device", plan.device, "--work", str(work / "lunch_break"),
+                             "--out", str(work / "lunch_break.json")], 300, result=work / "lunch_break.json",
+             summarise=summarise_lunch_break),
         _finetune("course", "course", cli, plan, 30, skip=missing(plan, "scikit-learn")),
         _finetune("minilm", "minilm" if plan.minilm else "random:tiny", cli, plan, 35,
                   skip=missing(plan, "scikit-learn") or (None if plan.minilm or dry else "MiniLM is not installed "
@@ -170,6 +178,18 @@ def summarise_pretraining(result: dict, plan: Plan) -> dict:
         row["cpu_tokens_per_second"] = cpu["tokens_per_second"]["ours"]
         row["speedup_vs_cpu"] = round(row["tokens_per_second"] / row["cpu_tokens_per_second"], 1)
     return row
+
+
+def summarise_lunch_break(result: dict, plan: Plan) -> dict:
+    """The lunch-break comparison on the GPU: each recipe's best held-out loss and tokens per second, and
+    transformers tuned (c) over the course's recipe at the hardest loss both reach."""
+    group = result["groups"]["gpu"]
+    pair = group["over_lunch"]["transformers_tuned"]
+    return {"device": group["device"], "precision": group["precision"],
+            "runs": {name: {key: facts[key] for key in ("best_loss", "tokens_per_cpu_second", "steps")}
+                     for name, facts in group["run_facts"].items()},
+            "hardest_both_reach": pair["hardest_both_reach"], "ratio": pair["ratio"],
+            "same_seconds": pair["same_cpu_seconds"]}
 
 
 def summarise_finale(result: dict, plan: Plan) -> dict:

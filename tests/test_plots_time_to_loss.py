@@ -77,3 +77,38 @@ def plt_close(fig) -> None:
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+# ---- plots.lunch_break_curves: benchmarks/results/lunch_break.json ---------------------------------------------------
+
+
+@pytest.fixture
+def lunch_document() -> dict:
+    def run(floor: float, rate: float, seconds: float = 1800.0) -> dict:
+        return {"curve": curve(floor, rate, seconds), "budget_cpu_seconds": seconds}
+
+    return {"groups": {"before": {"runs": {"lunch": run(4.2, 0.004), "course": run(4.5, 0.004)}},
+                       "transformers": {"runs": {"lunch": run(4.25, 0.004), "transformers_tuned": run(6.0, 0.003),
+                                                 "transformers_defaults": run(7.3, 0.002, 300)}}},
+            "unigram_baseline": {"loss": UNIGRAM}, "checkpoint_loss": 3.48}
+
+
+def test_the_lunch_break_figure_draws_each_run_in_minutes_with_the_checkpoint_and_unigram_lines(lunch_document):
+    fig = plots.lunch_break_curves(lunch_document)
+    (ax,) = fig.axes
+    drawn = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert set(drawn) == {label for label, _, _ in plots.pretraining.LUNCH_BREAK_RUNS.values()}
+    lunch = drawn["the course's recipe"]
+    points = lunch_document["groups"]["before"]["runs"]["lunch"]["curve"][1:]
+    assert list(lunch.get_xdata()) == [p["cpu_seconds"] / 60 for p in points]
+    assert list(lunch.get_ydata()) == [p["loss"] for p in points]
+    # the same recipe's second run (the other comparison) has the same colour, another line style
+    second = drawn["the course's recipe, its second run"]
+    assert second.get_color() == lunch.get_color() == OKABE_ITO["blue"] and second.get_linestyle() != "-"
+    assert max(drawn["(b) Trainer at its defaults"].get_xdata()) == 5.0  # (b)'s shorter budget ends there
+    levels = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_label().startswith("_"))
+    assert levels == [3.48, UNIGRAM]
+    assert {"the shipped checkpoint 3.48", f"unigram frequencies {UNIGRAM:.2f}"} <= {t.get_text() for t in ax.texts}
+    assert ax.get_xlim() == (0, 30) and "30 CPU-minutes" in ax.get_title()
+    assert plots.figure_rule_violations(fig) == []
+    plt_close(fig)

@@ -76,17 +76,19 @@ def test_unigram_baseline_by_hand():
 
 
 def test_copying_baseline_by_hand():
-    train = torch.tensor([[0, 5, 5, 5, 6, 1]])  # add-one frequencies without specials: 5 → 0.4, 6 → 0.2, others 0.1
+    train = torch.tensor([[0, 5, 5, 5, 6, 1]])  # add-one frequencies without specials: 5 → 4/9, 6 → 2/9, others 1/9
     shown = torch.tensor([[0, 4, 6, 7, 1]])  # 4 = [MASK]; 6 is shown unchanged, 7 is a random replacement
     labels = torch.tensor([[-100, 5, 6, 5, -100]])
     batch = {"input_ids": shown, "labels": labels}
     result = pretraining.copying_baseline(train, [batch], vocab_size=8, special_ids=[0, 1, 4], mask_token_id=4)
-    # 80/10/10: a shown token is the truth half the time → p = ½·[x = shown] + ½·unigram(x); [MASK]: unigram
-    unigram = {5: 4 / 9, 6: 2 / 9}  # [MASK] (id 4) is special here, so the add-one total is 9
-    expected = -(math.log(unigram[5]) + math.log(0.5 + 0.5 * unigram[6]) + math.log(0.5 * unigram[5])) / 3
+    # 80/10/10 over 5 drawable tokens (8 ids, 3 special): a shown v is the truth with probability
+    # q(v) = 0.1·u(v) / (0.1·u(v) + 0.1/5); the predictor says q(v)·[x = v] + (1 − q(v))·u(x); [MASK]: u(x)
+    unigram = {5: 4 / 9, 6: 2 / 9, 7: 1 / 9}  # [MASK] (id 4) is special here, so the add-one total is 9
+    q6, q7 = (0.1 * unigram[6]) / (0.1 * unigram[6] + 0.02), (0.1 * unigram[7]) / (0.1 * unigram[7] + 0.02)
+    expected = -(math.log(unigram[5]) + math.log(q6 + (1 - q6) * unigram[6]) + math.log((1 - q7) * unigram[5])) / 3
     assert result["loss"] == pytest.approx(expected) and result["tokens"] == 3
-    assert result["top1"] == pytest.approx(2 / 3)  # the random position bets on 7 and misses
-    assert result["top5"] == pytest.approx(1.0)
+    # the random position: 7 scores q(7) + (1 − q(7))·u(7) ≈ 0.43 against 5's (1 − q(7))·u(5) ≈ 0.29, and misses
+    assert result["top1"] == pytest.approx(2 / 3)
     plain = pretraining.unigram_baseline(train, [batch], vocab_size=8, special_ids=[0, 1, 4])
     only_mask = pretraining.copying_baseline(train, [batch], 8, [0, 1, 4], 4, spec=MaskSpec(mask_mix=(1.0, 0.0, 0.0)))
     assert only_mask == plain  # no kept tokens in the mix: nothing to copy, the unigram predictor
@@ -107,12 +109,44 @@ def test_copying_baseline_top5_is_the_mixtures_top5():
     counts[[0, 1]] = 0
     unigram = counts / counts.sum()
     labels, shown = batch["labels"][where], batch["input_ids"][where]
-    q = torch.where(shown == 1, 0.0, 0.25).double()[:, None]
+    kept = 0.1 * unigram[shown]
+    q = torch.where(shown == 1, 0.0, kept / (kept + 0.3 / 28))[:, None]
     dense = (1 - q) * unigram + q * F.one_hot(shown, 30).double()  # the full mixture, one row per position
     best = dense.topk(5, dim=1).indices
     assert got["top1"] == pytest.approx(float((best[:, 0] == labels).double().mean()))
     assert got["top5"] == pytest.approx(float((best == labels[:, None]).any(1).double().mean()))
     assert got["loss"] == pytest.approx(float(-dense.gather(1, labels[:, None]).log().mean()))
+
+
+def test_copying_baseline_is_the_truth_rate_of_what_masking_shows():
+    """On text drawn from a skewed unigram and masked by the course's own masking, the share of positions showing
+    a real token v whose true token is v matches q(v) (a binomial 99.9 % interval per token), and the predictor
+    scores better than the fixed ½ bet it replaced."""
+    from mlm_course.pretraining import mask_blocks
+
+    vocab, specials, mask_id = 40, [0, 1, 2, 3], 3
+    probs = torch.zeros(vocab, dtype=torch.double)
+    probs[4:] = 1.0 / torch.arange(1, vocab - 3, dtype=torch.double)  # Zipf: token 4 common, token 39 rare
+    probs /= probs.sum()
+    g = torch.Generator().manual_seed(0)
+    blocks = torch.multinomial(probs, 400 * 64, replacement=True, generator=g).view(400, 64)
+    tok = type("Tokens", (), {"mask_token_id": mask_id, "pad_token_id": 0, "all_special_ids": specials,
+                              "__len__": lambda self: vocab})()
+    batch = mask_blocks(blocks, tok, MaskSpec(), g)
+    chosen = batch["labels"] != -100
+    labels, shown = batch["labels"][chosen], batch["input_ids"][chosen]
+    unigram = torch.bincount(blocks.flatten(), minlength=vocab).double() + 1
+    unigram[specials] = 0
+    unigram /= unigram.sum()
+    for v in (4, 6, 20):
+        at = shown == v
+        n, q = int(at.sum()), float(0.1 * unigram[v] / (0.1 * unigram[v] + 0.1 / (vocab - len(specials))))
+        half_width = 3.29 * math.sqrt(q * (1 - q) / n)
+        assert abs(float((labels[at] == v).double().mean()) - q) < half_width, v
+    ours = pretraining.copying_baseline(blocks, [batch], vocab, specials, mask_id)
+    real = (shown != mask_id).double()
+    fixed = (0.5 * real * (labels == shown) + (1 - 0.5 * real) * unigram[labels]).log().mean()
+    assert ours["loss"] < -float(fixed) - 0.01
 
 
 def test_pretraining_learns_the_sample(tiny_model, blocks, bert_tok, tmp_path):

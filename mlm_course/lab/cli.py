@@ -1,6 +1,6 @@
 """``mlm-course``: the command line.
 
-    mlm-course pretrain --size small --minutes 60 --out runs/small
+    mlm-course pretrain --minutes 30 --out runs/my-bert      # the tiny BERT, the course's recipe, fitted to 30 min
     mlm-course finetune --model course --epochs 2 --out runs/course-sentiment
     mlm-course fill-mask course "She opened the [MASK] and walked out."
 

@@ -45,6 +45,7 @@ from mlm_course.train import InvalidSettings, TrainConfig, Trained, train_with_a
 CORPORA = ("course", "reviews")
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.json"
+DEFAULT_SIZE = "tiny"  # the model a run builds when neither --size nor --init-from is given
 Batch = dict[str, torch.Tensor]
 
 
@@ -57,7 +58,7 @@ class PretrainConfig(OptimiserSettings):
     """Every setting of a pretraining run; each field is the command line's option of the same name
     (``mask_rate`` is ``--mask-rate``), checked here, before any work (:class:`InvalidSettings`)."""
 
-    size: str | None = field(default=None, **_help("model size: tiny, small or base (default small; with "
+    size: str | None = field(default=None, **_help("model size: tiny, small or base (default tiny; with "
                                                      "--init-from, the saved model's)"))
     init_from: str | None = field(default=None, **_help("start from this saved model ('course' or a folder): "
                                                          "continued pretraining"))
@@ -68,7 +69,7 @@ class PretrainConfig(OptimiserSettings):
     max_chars: int | None = field(default=None, **_help("use only this much training text (a tenth as much held-out "
                                                          "text), for smoke runs"))
     seq_len: int = field(default=128, **_help("tokens per sequence, [CLS] and [SEP] included"))
-    dropout: float = field(default=0.1, **_help("hidden and attention dropout"))
+    dropout: float = field(default=0.0, **_help("hidden and attention dropout"))
     mask_rate: float = field(default=0.15, **_help("share of tokens selected for prediction"))
     mask_mix: tuple[float, float, float] = field(default=(0.8, 0.1, 0.1), **_help("shares of [MASK], random and "
                                                                                   "unchanged (sum 1)"))
@@ -80,7 +81,8 @@ class PretrainConfig(OptimiserSettings):
                                                             "(BERT's dupe_factor); default: a fresh mask each step"))
     sparse_logits: bool = field(default=True, **_help("project only the masked positions to the vocabulary"))
     steps: int = field(default=1000, **_help("optimiser steps"))
-    minutes: float | None = field(default=None, **_help("wall-clock budget: the step count is calibrated to fit"))
+    minutes: float | None = field(default=None, **_help("wall-clock budget: the step count (and with it the "
+                                                         "schedule, decaying to 0 at the end) is calibrated to fit"))
     eval_every: int = field(default=250, **_help("held-out evaluation every N steps"))
     save_every: int = field(default=500, **_help("checkpoint every N steps"))
 
@@ -258,7 +260,7 @@ def starting_model(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -
     """The model to pretrain and its size's name: fresh weights of ``config.size`` (seeded), or the ``init_from``
     model (stacked to ``stack_to`` layers), in fp32."""
     if not config.init_from:
-        size = config.size or "small"
+        size = config.size or DEFAULT_SIZE
         return models.build_model(size, tokenizer, seed=config.seed, max_positions=config.seq_len,
                                   dropout=config.dropout), size
     model = models.load_for_training(config.init_from, tokenizer, seq_len=config.seq_len, dropout=config.dropout)

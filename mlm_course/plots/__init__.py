@@ -57,6 +57,7 @@ from mlm_course.plots.pretraining import (
     accuracy_by_frequency,
     fill_mask_bars,
     pretraining_curves,
+    lunch_break_curves,
     time_to_loss_curves,
 )
 from mlm_course.plots.style import (
@@ -91,6 +92,7 @@ __all__ = [
     "ACTION_METRIC_LABELS", "joint_vs_product", "loss_by_action_bars", "training_loss_curves", "pll_pairs_plot",
     # 06_pretraining
     "pretraining_curves", "fill_mask_bars", "accuracy_by_frequency", "TIME_TO_LOSS_RECIPES", "TIME_TO_LOSS_ABLATIONS",
+    "lunch_break_curves",
     "time_to_loss_curves",
     # 07_fine_tuning
     "PAYOFF_MODELS", "confusion_matrix_plot", "finetune_curves", "comparison_dots", "label_efficiency_curves",

@@ -207,3 +207,40 @@ def time_to_loss_curves(document: dict) -> Figure:
     left.set_ylim(min(losses) - 0.2, max(losses) + 0.1)
     left.set_ylabel("held-out masked-token loss (nats)")
     return fig
+
+
+#: How each run of ``benchmarks/bench_lunch_break.py`` is drawn: (group, run) → (label, colour, line style).
+LUNCH_BREAK_RUNS = {
+    ("before", "lunch"): ("the course's recipe", OKABE_ITO["blue"], "-"),
+    ("transformers", "lunch"): ("the course's recipe, its second run", OKABE_ITO["blue"], ":"),
+    ("before", "course"): ("the recipe before it (14,000-step schedule)", OKABE_ITO["sky blue"], "-"),
+    ("transformers", "transformers_tuned"): ("(c) Trainer + BertForMaskedLM, tuned", OKABE_ITO["orange"], "-"),
+    ("transformers", "transformers_defaults"): ("(b) Trainer at its defaults", OKABE_ITO["vermillion"], "--"),
+}
+
+
+@localised
+def lunch_break_curves(document: dict) -> Figure:
+    """Held-out masked-LM loss against training CPU-minutes (``benchmarks/results/lunch_break.json``): the course's
+    pretraining recipe, the recipe before it and transformers' ``Trainer`` (tuned and at its defaults), the runs of
+    each comparison taking turns on one thread; the unigram line and the shipped checkpoint's loss drawn and named."""
+    fig, ax = plt.subplots(figsize=(8.5, 5.2), layout="constrained")
+    for (group, name), (label, color, style) in LUNCH_BREAK_RUNS.items():
+        run = document["groups"].get(group, {}).get("runs", {}).get(name)
+        if run is None:
+            continue
+        points = [p for p in run["curve"] if p["cpu_seconds"] > 0]
+        ax.plot([p["cpu_seconds"] / 60 for p in points], [p["loss"] for p in points], style, color=color, lw=1.7,
+                label=label)
+    for level, text in ((document["unigram_baseline"]["loss"], "unigram frequencies {}"),
+                        (document["checkpoint_loss"], "the shipped checkpoint {}")):
+        ax.axhline(level, color="black" if "unigram" in text else "#777777", lw=1.0,
+                   ls="-" if "unigram" in text else "--")
+        ax.annotate(text.format(f"{level:.2f}"), (1.0, level), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                    textcoords="offset points", ha="right", va="bottom", fontsize=9)
+    minutes = max(group["runs"]["lunch"]["budget_cpu_seconds"] for group in document["groups"].values()) / 60
+    ax.set(xlabel="training CPU-minutes (one thread)", ylabel="held-out masked-token loss (nats)",
+           title=f"pretraining the tiny BERT for {minutes:.3g} CPU-minutes", xlim=(0, minutes))
+    ax.set_ylim(document["checkpoint_loss"] - 0.3, 7.6)
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
+    return fig

@@ -90,8 +90,8 @@ _MASKING = {
     "Positions selected per sequence": "每个序列被选中的位置数",
     "Positions selected per sequence ({} sequences)": "每个序列被选中的位置数（{} 个序列）",
     "Selected positions per sentence ({} dev sentences)": "每个句子被选中的位置数（{} 个开发集句子）",
-    "fixed": "定数",
-    "fixed count": "定数",
+    "fixed": "固定个数",
+    "fixed count": "固定个数",
     "bernoulli": "伯努利",
     "Bernoulli": "伯努利",
     "{}: {} % (target {} %)": "{}：{} %（目标 {} %）",
@@ -209,6 +209,13 @@ _PRETRAINING = {
     "the course's choices, one undone at a time": "课程的各项选择，每次撤销一项",
     "target {}": "目标 {}",
     "held-out masked-token loss (nats)": "留出集被掩码词元的损失（奈特）",
+    "the course's recipe": "课程的配方",
+    "the course's recipe, its second run": "课程的配方，第二次运行",
+    "the recipe before it (14,000-step schedule)": "此前的配方（14,000 步的调度）",
+    "(c) Trainer + BertForMaskedLM, tuned": "(c) 调过参的 Trainer + BertForMaskedLM",
+    "training CPU-minutes (one thread)": "训练 CPU 分钟数（单线程）",
+    "pretraining the tiny BERT for {} CPU-minutes": "预训练 tiny BERT {} CPU 分钟",
+    "the shipped checkpoint {}": "随课程发布的检查点 {}",
 }
 
 _FINE_TUNING = {
@@ -244,7 +251,7 @@ _FINE_TUNING = {
     "random init (PLL)": "随机初始化（PLL）",
     "held-out corpus": "留出语料",
     "movie reviews": "影评",
-    "{}/{} collapsed": "{}/{} 次塌缩",
+    "{}/{} collapsed": "{}/{} 次崩溃",
     "zero-shot (no labels), {}: {}": "零样本（无标签），{}：{}",
     "training labels (log scale; the last point is every label, {})": "训练标签数（对数刻度；最后一点是全部标签，{}）",
     "test accuracy (mean of seeds, 95 % t-interval)": "测试集准确率（各随机种子的均值，95 % t 区间）",
