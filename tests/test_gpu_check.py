@@ -246,6 +246,23 @@ def test_a_python_without_pytest_or_scikit_learn_skips_the_steps_that_need_them_
     assert not [step.skip for step in table.steps(gpu_plan(tmp_path)) if step.skip]
 
 
+def test_the_lunch_break_step_runs_the_comparison_on_the_gpu_for_two_minutes_and_its_summary_reads_the_report(tmp_path):
+    step = next(s for s in table.steps(gpu_plan(tmp_path)) if s.name == "lunch_break")
+    argv = step.argv
+    assert argv[argv.index("--group") + 1] == "gpu" and argv[argv.index("--budget") + 1] == "120"
+    assert argv[argv.index("--device") + 1] == "cuda:0" and step.result == tmp_path / "lunch_break.json"
+    dry = next(s for s in table.steps(table.Plan("python", tmp_path, True, "fp32")) if s.name == "lunch_break")
+    assert "--quick" in dry.argv and dry.argv[dry.argv.index("--device") + 1] == "cpu"
+    facts = {"best_loss": 5.9, "tokens_per_cpu_second": 1e6, "steps": 900}
+    pair = {"hardest_both_reach": 6.1, "ratio": {"6.1": {"ratio": 4.2}}, "same_cpu_seconds": {"cpu_seconds": 120.0}}
+    report = {"groups": {"gpu": {"device": "device: cuda:0 (H200)", "precision": "bf16",
+                                 "run_facts": {"lunch": facts, "transformers_tuned": facts},
+                                 "over_lunch": {"transformers_tuned": pair}}}}
+    summary = table.summarise_lunch_break(report, gpu_plan(tmp_path))
+    assert summary["ratio"] == {"6.1": {"ratio": 4.2}} and summary["hardest_both_reach"] == 6.1
+    assert summary["runs"]["lunch"] == facts and summary["precision"] == "bf16"
+
+
 def test_the_finale_summary_sets_the_gpu_pretrained_loss_beside_the_shipped_cpu_checkpoint(tmp_path):
     rows = [{"what": "pretrain course BERT (small) from scratch", "heldout_loss": 4.2, "tokens_per_s": 900_000},
             {"what": "fine-tune the course BERT pretrained above", "test_accuracy": 0.74}]

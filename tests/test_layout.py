@@ -5,7 +5,6 @@ dataclass's fields, under the same names; and each lesson fits its word cap."""
 import ast
 import dataclasses
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,8 @@ from mlm_course.lab.pretrain_run import PretrainConfig
 PACKAGE = Path(__file__).resolve().parents[1] / "mlm_course"
 NOTEBOOKS = PACKAGE.parent / "notebooks"  # the Chinese edition's code cells are these (tests/test_translations.py)
 MACHINERY_MARK = "# Machinery cell (mlm_course.lab"
+sys.path.insert(0, str(PACKAGE.parent / "scripts"))
+import lesson_time  # noqa: E402
 
 
 def imported_modules(path: Path, root: Path = PACKAGE) -> set[str]:
@@ -153,31 +154,18 @@ OVER_THE_CAP = {"07_fine_tuning": "its §8 (the evidence of where pretraining pa
                                   "notebook (issue 34)"}
 
 
-def lesson_words(notebook: dict) -> int:
-    """Markdown words before the heading of the exercises (the whole text if there is none)."""
-    words = 0
-    for cell in notebook["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
-        text = "".join(cell["source"])
-        heading = re.search(r"^#+ .*Exercises", text, re.MULTILINE)
-        words += len(text[: heading.start() if heading else len(text)].split())
-        if heading:
-            break
-    return words
-
-
 def test_words_are_counted_up_to_the_exercises_heading():
     cells = [{"cell_type": "markdown", "source": ["# Title\n", "two words"]},
-             {"cell_type": "code", "source": ["not counted at all"]},
+             {"cell_type": "code", "source": ["four words of code"]},
              {"cell_type": "markdown", "source": ["three more words\n\n## 5 · Exercises\n", "never counted"]},
              {"cell_type": "markdown", "source": ["nor this"]}]
-    assert lesson_words({"cells": cells}) == 4 + 3
+    assert lesson_time.reading_words({"cells": cells}, kinds=("markdown",)) == 4 + 3
+    assert lesson_time.reading_words({"cells": cells}) == 4 + 4 + 3
 
 
 @pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")), ids=lambda p: p.stem)
 def test_each_lesson_fits_its_word_cap(path):
     if path.stem in OVER_THE_CAP:
         pytest.xfail(f"{path.stem} is over the cap: {OVER_THE_CAP[path.stem]}")
-    words = lesson_words(json.loads(path.read_text()))
+    words = lesson_time.reading_words(json.loads(path.read_text()), kinds=("markdown",))
     assert words <= WORD_CAP, f"{path.stem}: {words:,} markdown words before its exercises (cap {WORD_CAP:,})"

