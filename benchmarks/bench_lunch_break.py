@@ -221,7 +221,7 @@ def build_report(work: Path, facts: dict, commands: dict, tokenizer) -> dict:
             "groups": {group: group_report(runs, tokenizer) for group, runs in groups.items()}}
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--group", choices=list(GROUPS), nargs="+", default=[], help="groups of runs to do")
     parser.add_argument("--quick", action="store_true", help="seconds per run on a tiny text (CI smoke)")
@@ -232,6 +232,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cpu", help="cpu (runs take turns on one thread) or cuda[:N] (one "
                                                         "after the other, on the GPU's clock)")
     parser.add_argument("--budget", type=float, default=None, help="seconds per run (default 1,800; quick: 1.5)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     sizes, chunk = (QUICK, CHUNK["quick"]) if args.quick else (replace(FULL, every=60.0), CHUNK["full"])
     if args.budget is not None:

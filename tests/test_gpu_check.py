@@ -51,6 +51,7 @@ def test_every_command_is_accepted_by_the_interface_it_calls(tmp_path):
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_finetune_gpu
+    import bench_lunch_break
 
     for plan in (gpu_plan(tmp_path), table.Plan(sys.executable, tmp_path, True, "fp32")):
         for step in table.steps(plan):
@@ -65,6 +66,10 @@ def test_every_command_is_accepted_by_the_interface_it_calls(tmp_path):
                 args = cli.build_parser().parse_args(argv[3:])
             elif argv[1] == "benchmarks/bench_finetune_gpu.py":
                 args = bench_finetune_gpu.parse(argv[2:])
+            elif argv[1] == "benchmarks/bench_lunch_break.py":  # the precision auto picks, on the plan's device
+                args = bench_lunch_break.build_parser().parse_args(argv[2:])
+                assert args.device == plan.device and Path(args.out).parent == tmp_path, step.name
+                continue
             elif argv[1:3] == ["-m", "mlm_course.lab.gpu_finale"]:
                 assert "--quick" in argv if plan.dry_run else argv[argv.index("--pretrain-minutes") + 1] == "2"
                 continue
@@ -340,7 +345,8 @@ def test_dry_run_as_a_preinstalled_image_runs_it_keeps_every_step_past_a_failure
     assert status == {
         "cuda_tests": "ok", "finetune_bench": "ok",
         "finetune_bench_batch128": "failed: exit code 3 (gpu_check: failure forced by --force-fail)",
-        "finetune_bench_compiled": status["finetune_bench_compiled"], "finale": "ok", "finetune_course": "ok",
+        "finetune_bench_compiled": status["finetune_bench_compiled"], "finale": "ok", "lunch_break": "ok",
+        "finetune_course": "ok",
         "finetune_minilm": "timed out", "two_processes": "skipped: needs 2 GPUs (dry run on the CPU)"}
     assert status["finetune_bench_compiled"].startswith("skipped: dry run")
     assert steps["cuda_tests"]["result"]["tests"] >= len(list((ROOT / "tests" / "cuda").glob("test_*.py"))) >= 3
@@ -349,6 +355,8 @@ def test_dry_run_as_a_preinstalled_image_runs_it_keeps_every_step_past_a_failure
     assert steps["finetune_bench"]["result"]["our_precision"] == "fp32"
     finale = steps["finale"]["summary"]
     assert finale["branch"] == "cpu" and finale["rows"][0]["steps"] == 6 and finale["rows"][0]["tokens_per_s"] > 0
+    lunch = steps["lunch_break"]["summary"]  # the quick comparison, on the CPU: both recipes ran and were compared
+    assert set(lunch["runs"]) == {"lunch", "transformers_tuned"} and lunch["precision"] in ("fp32", "bf16")
     assert 0 <= steps["finetune_course"]["summary"]["test_accuracy"] <= 1
     assert steps["finetune_minilm"]["limit_s"] == gpu_check.FORCED_TIMEOUT_S <= steps["finetune_minilm"]["seconds"] < 15
     assert "hang forced" in steps["finetune_minilm"]["output_tail"][-1]
