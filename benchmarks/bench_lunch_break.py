@@ -1,9 +1,9 @@
-"""Your own BERT in a lunch break: how low the course's default pretraining recipe takes the held-out masked-LM
-loss in 30 CPU-minutes on one thread, against the recipe it replaced and against transformers, every comparison
-taken between runs that share one process and take turns.
+"""Your own BERT in a lunch break: how low the held-out masked-LM loss gets in 30 CPU-minutes on one thread — with
+the shipped checkpoint's recipe, with the same recipe's schedule fitted to the budget (``mlm-course pretrain``'s
+defaults) and with transformers — every comparison taken between runs that share one process and take turns.
 
     python benchmarks/bench_lunch_break.py --group transformers &   # lunch, (c) and (b), taking turns (≈ 75 min)
-    python benchmarks/bench_lunch_break.py --group before           # lunch and the recipe before it (≈ 65 min)
+    python benchmarks/bench_lunch_break.py --group before           # lunch and the checkpoint's recipe (≈ 65 min)
     python benchmarks/bench_lunch_break.py --figure lunch_break.png   # only the report (and the figure)
     python benchmarks/bench_lunch_break.py --quick --work /tmp/lunch  # seconds, tiny text (CI smoke)
 
@@ -13,8 +13,8 @@ precision ``auto`` picks on this CPU, decided once per work folder):
 * ``lunch`` — ``mlm-course pretrain``'s default recipe (:data:`mlm_course.lab.pretrain_run.LUNCH_BREAK`, what a
   ``PretrainConfig()`` trains), its schedule fitted to the budget: the step count is the budget over the CPU-seconds
   of a step, timed on this thread before the run (a throw-away copy, 20 steps after 5).
-* ``course`` — (a), the recipe the course used before (the shipped checkpoint's first stage: lr 3e-3, 700 warm-up
-  steps, a 14,000-step schedule, batch 32 × 128, 15 % masking).
+* ``course`` — (a), the shipped checkpoint's recipe (its first stage: lr 3e-3, 700 warm-up steps, a 14,000-step
+  schedule, batch 32 × 128, 15 % masking), stopped by the budget part-way down its decay.
 * ``transformers_tuned`` (c) and ``transformers_defaults`` (b) — ``Trainer`` + ``BertForMaskedLM`` +
   ``DataCollatorForLanguageModeling`` as ``bench_time_to_loss.py`` defines them. (b) gets 300 CPU-seconds, not
   1,800: at its defaults it is still at 6.2 nats after 1,800 (``time_to_loss.json``), and its ratio is read at the
@@ -82,7 +82,7 @@ WORK = ROOT / "runs" / "lunch_break"
 GROUPS = {"transformers": ("lunch", "transformers_tuned", "transformers_defaults"), "before": ("lunch", "course"),
           "gpu": ("lunch", "transformers_tuned")}
 RECIPES = {"lunch": "the course's default recipe (PretrainConfig()), its schedule fitted to the budget",
-           "course": "(a) the recipe before it: lr 3e-3, 700 warm-up steps, 14,000-step schedule",
+           "course": "(a) the checkpoint's recipe: lr 3e-3, 700 warm-up steps, 14,000-step schedule",
            "transformers_tuned": "(c) Trainer + BertForMaskedLM at the course's lr 3e-3, warm-up, schedule, batch",
            "transformers_defaults": "(b) Trainer + BertForMaskedLM at transformers' defaults"}
 SHORTER_BUDGET = {"transformers_defaults": 1 / 6}  # of the full budget: 300 of 1,800 CPU-seconds
@@ -213,12 +213,27 @@ def group_report(group: dict, tokenizer) -> dict:
             if meta["matmul_at_start"] else None}
 
 
+def across_groups(groups: dict) -> dict | None:
+    """The checkpoint's recipe against transformers: runs of the two groups, which ran side by side (one process per
+    core) rather than taking turns — a weaker pairing, checked by the lunch recipe that ran in both."""
+    if not {"before", "transformers"} <= set(groups):
+        return None
+    before, other = groups["before"], groups["transformers"]
+    return {"why": "the two groups ran at the same time, one process per core; the lunch recipe ran in both",
+            **{f"{name}_over_course": compare(other[name], before["course"])
+               for name in ("transformers_tuned", "transformers_defaults") if name in other},
+            "lunch_in_each": {group: {"loss_at_budget": round(groups[group]["lunch"]["curve"][-1]["loss"], 4),
+                                      "tokens_per_cpu_second": groups[group]["lunch"]["tokens_per_cpu_second"]}
+                              for group in ("before", "transformers")}}
+
+
 def build_report(work: Path, facts: dict, commands: dict, tokenizer) -> dict:
     groups = {path.stem: json.loads(path.read_text()) for path in sorted(work.glob("*.json")) if path.stem in GROUPS}
     return {"what": "held-out masked-LM loss against training CPU-seconds (one thread each, the runs of a group "
                     "taking turns in one process); see benchmarks/bench_lunch_break.py",
             "checkpoint_loss": CHECKPOINT_LOSS, **facts, "commands": commands,
-            "groups": {group: group_report(runs, tokenizer) for group, runs in groups.items()}}
+            "groups": {group: group_report(runs, tokenizer) for group, runs in groups.items()},
+            "across_groups": across_groups(groups)}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -104,6 +104,8 @@ def test_a_quick_run_writes_both_groups_and_the_report(tmp_path):
     assert group["runs"]["transformers_defaults"]["budget_cpu_seconds"] == pytest.approx(1.5 / 6)
     assert group["runs"]["lunch"]["settings"]["steps"] == group["runs"]["lunch"]["schedule_steps_fitted"]
     assert 0 < group["lunch_mfu"]["share_of_matmul_peak"] < 1
+    across = document["across_groups"]  # the recipe before against transformers, across the two processes
+    assert set(across) == {"why", "transformers_tuned_over_course", "transformers_defaults_over_course", "lunch_in_each"}
     # a second invocation keeps the finished groups
     mtime = (tmp_path / "before.json").stat().st_mtime
     bench.main(["--quick", "--work", str(tmp_path), "--group", "before"])

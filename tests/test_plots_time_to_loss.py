@@ -98,13 +98,14 @@ def test_the_lunch_break_figure_draws_each_run_in_minutes_with_the_checkpoint_an
     (ax,) = fig.axes
     drawn = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
     assert set(drawn) == {label for label, _, _ in plots.pretraining.LUNCH_BREAK_RUNS.values()}
-    lunch = drawn["the course's recipe"]
+    lunch = drawn["the same, its schedule fitted to 30 minutes"]
     points = lunch_document["groups"]["before"]["runs"]["lunch"]["curve"][1:]
     assert list(lunch.get_xdata()) == [p["cpu_seconds"] / 60 for p in points]
     assert list(lunch.get_ydata()) == [p["loss"] for p in points]
     # the same recipe's second run (the other comparison) has the same colour, another line style
-    second = drawn["the course's recipe, its second run"]
-    assert second.get_color() == lunch.get_color() == OKABE_ITO["blue"] and second.get_linestyle() != "-"
+    second = drawn["the same, fitted: its second run"]
+    assert second.get_color() == lunch.get_color() == OKABE_ITO["sky blue"] and second.get_linestyle() != "-"
+    assert drawn["the checkpoint's recipe (its first stage)"].get_color() == OKABE_ITO["blue"]
     assert max(drawn["(b) Trainer at its defaults"].get_xdata()) == 5.0  # (b)'s shorter budget ends there
     levels = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_label().startswith("_"))
     assert levels == [3.48, UNIGRAM]

@@ -1,6 +1,6 @@
 """``mlm-course``: the command line.
 
-    mlm-course pretrain --minutes 30 --out runs/my-bert      # the tiny BERT, the course's recipe, fitted to 30 min
+    mlm-course pretrain --steps 14000 --warmup-steps 700 --out runs/my-bert   # the checkpoint's first stage
     mlm-course finetune --model course --epochs 2 --out runs/course-sentiment
     mlm-course fill-mask course "She opened the [MASK] and walked out."
 

@@ -211,9 +211,9 @@ def time_to_loss_curves(document: dict) -> Figure:
 
 #: How each run of ``benchmarks/bench_lunch_break.py`` is drawn: (group, run) → (label, colour, line style).
 LUNCH_BREAK_RUNS = {
-    ("before", "lunch"): ("the course's recipe", OKABE_ITO["blue"], "-"),
-    ("transformers", "lunch"): ("the course's recipe, its second run", OKABE_ITO["blue"], ":"),
-    ("before", "course"): ("the recipe before it (14,000-step schedule)", OKABE_ITO["sky blue"], "-"),
+    ("before", "course"): ("the checkpoint's recipe (its first stage)", OKABE_ITO["blue"], "-"),
+    ("before", "lunch"): ("the same, its schedule fitted to 30 minutes", OKABE_ITO["sky blue"], "-"),
+    ("transformers", "lunch"): ("the same, fitted: its second run", OKABE_ITO["sky blue"], ":"),
     ("transformers", "transformers_tuned"): ("(c) Trainer + BertForMaskedLM, tuned", OKABE_ITO["orange"], "-"),
     ("transformers", "transformers_defaults"): ("(b) Trainer at its defaults", OKABE_ITO["vermillion"], "--"),
 }
@@ -221,9 +221,10 @@ LUNCH_BREAK_RUNS = {
 
 @localised
 def lunch_break_curves(document: dict) -> Figure:
-    """Held-out masked-LM loss against training CPU-minutes (``benchmarks/results/lunch_break.json``): the course's
-    pretraining recipe, the recipe before it and transformers' ``Trainer`` (tuned and at its defaults), the runs of
-    each comparison taking turns on one thread; the unigram line and the shipped checkpoint's loss drawn and named."""
+    """Held-out masked-LM loss against training CPU-minutes (``benchmarks/results/lunch_break.json``): the shipped
+    checkpoint's recipe, the same with its schedule fitted to the budget (run twice, once per comparison) and
+    transformers' ``Trainer`` (tuned and at its defaults), the runs of each comparison taking turns on one thread;
+    the unigram line and the shipped checkpoint's loss drawn and named."""
     fig, ax = plt.subplots(figsize=(8.5, 5.2), layout="constrained")
     for (group, name), (label, color, style) in LUNCH_BREAK_RUNS.items():
         run = document["groups"].get(group, {}).get("runs", {}).get(name)
