@@ -97,6 +97,11 @@ def lunch_config(chosen: str, steps: int = 1000, device: str = "cpu") -> Pretrai
                           log_every=100, device=device, seed=0)
 
 
+def device_name(device: str) -> str:
+    """``cpu``, or the GPU with its name, e.g. ``cuda:0 (NVIDIA H200)``."""
+    return f"{device} ({torch.cuda.get_device_name(device)})" if device != "cpu" else "cpu"
+
+
 def gpu_clock() -> float:
     """Wall seconds once the GPU has finished the work queued so far (a GPU's work is not on a thread's clock)."""
     torch.cuda.synchronize()
@@ -159,8 +164,7 @@ def run_group(group: str, work: Path, sizes: Sizes, chunk: float, device: str = 
     return {name: {"name": name, "recipe": RECIPES[name], **outcome, "clock_check": turns.clock_check(name),
                    "budget_cpu_seconds": sizes.budget_seconds * SHORTER_BUDGET.get(name, 1.0)}
             for name, outcome in outcomes.items()} | {
-        "_group": {"chunk_cpu_seconds": None if on_gpu else chunk, "device": precision.describe(torch.device(device),
-                                                                                                 None),
+        "_group": {"chunk_cpu_seconds": None if on_gpu else chunk, "device": device_name(device),
                    "started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "matmul_at_start": matmul,
                    "precision": chosen}}
 
@@ -169,8 +173,9 @@ def run_group(group: str, work: Path, sizes: Sizes, chunk: float, device: str = 
 
 
 def loss_at(curve: list[dict], seconds: float) -> float:
-    """The held-out loss of the last evaluation at or before ``seconds`` training CPU-seconds."""
-    return min((p for p in curve if p["cpu_seconds"] <= seconds + 1e-6), key=lambda p: -p["cpu_seconds"])["loss"]
+    """The held-out loss of the last evaluation at or before ``seconds`` training CPU-seconds, give or take one: two runs
+    stopped by the same budget are scored a fraction of a second apart (the step in progress finishes)."""
+    return min((p for p in curve if p["cpu_seconds"] <= seconds + 1.0), key=lambda p: -p["cpu_seconds"])["loss"]
 
 
 def compare(slow: dict, fast: dict) -> dict:
@@ -202,6 +207,9 @@ def mfu(run: dict, matmul: dict, precision_used: str, tokenizer) -> dict:
 def group_report(group: dict, tokenizer) -> dict:
     """One group: its runs, their facts and clock checks, each run against ``lunch``, and lunch's own figures."""
     meta, runs = group["_group"], {name: run for name, run in group.items() if not name.startswith("_")}
+    # the first groups described the device as precision.describe(device, None) does, "…, precision: fp32", which
+    # was not the precision the runs used (``precision`` is): keep the device only
+    meta = {**meta, "device": meta["device"].split(", precision:")[0].removeprefix("device: ")}
     lunch = runs["lunch"]
     return {**meta, "command": group.get("_command"), "runs": runs,
             "run_facts": {name: report.run_facts(run) | {"clock_check": run["clock_check"]}

@@ -89,7 +89,9 @@ def test_a_comparison_reads_the_ratio_at_the_hardest_loss_both_reach_and_the_los
 
 def test_loss_at_takes_the_last_evaluation_not_after_the_time():
     points = curve((0, 9.0), (30, 7.0), (60, 6.0))
-    assert [bench.loss_at(points, t) for t in (0, 29.9, 30, 59, 600)] == [9.0, 9.0, 7.0, 7.0, 6.0]
+    assert [bench.loss_at(points, t) for t in (0, 28.9, 29.5, 58, 600)] == [9.0, 9.0, 7.0, 7.0, 6.0]
+    # two runs stopped by the same budget are scored a fraction of a second apart: the same moment
+    assert bench.loss_at(curve((0, 9.0), (1740.0, 4.72), (1800.15, 4.66)), 1800.07) == 4.66
 
 
 def test_a_quick_run_writes_both_groups_and_the_report(tmp_path):

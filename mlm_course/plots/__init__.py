@@ -56,8 +56,8 @@ from mlm_course.plots.pretraining import (
     TIME_TO_LOSS_RECIPES,
     accuracy_by_frequency,
     fill_mask_bars,
-    pretraining_curves,
     lunch_break_curves,
+    pretraining_curves,
     time_to_loss_curves,
 )
 from mlm_course.plots.style import (
