@@ -10,9 +10,10 @@ defaults) and with transformers — every comparison taken between runs that sha
 The recipes (one thread each, the same 128-token held-out set with frozen masks as ``bench_time_to_loss.py``, the
 precision ``auto`` picks on this CPU, decided once per work folder):
 
-* ``lunch`` — ``mlm-course pretrain``'s default recipe (:data:`mlm_course.lab.pretrain_run.LUNCH_BREAK`, what a
-  ``PretrainConfig()`` trains), its schedule fitted to the budget: the step count is the budget over the CPU-seconds
-  of a step, timed on this thread before the run (a throw-away copy, 20 steps after 5).
+* ``lunch`` — ``mlm-course pretrain``'s default recipe (what a ``PretrainConfig()`` of the tiny size trains), its
+  schedule fitted to the budget as ``--minutes`` fits it: the step count is the budget over the CPU-seconds of a
+  step, timed on this thread before the run (a throw-away copy, 20 steps after 5). It measured worse than
+  ``course`` at 30 minutes: the rate decays while the model is still on the plateau.
 * ``course`` — (a), the shipped checkpoint's recipe (its first stage: lr 3e-3, 700 warm-up steps, a 14,000-step
   schedule, batch 32 × 128, 15 % masking), stopped by the budget part-way down its decay.
 * ``transformers_tuned`` (c) and ``transformers_defaults`` (b) — ``Trainer`` + ``BertForMaskedLM`` +
