@@ -208,9 +208,6 @@ def mfu(run: dict, matmul: dict, precision_used: str, tokenizer) -> dict:
 def group_report(group: dict, tokenizer) -> dict:
     """One group: its runs, their facts and clock checks, each run against ``lunch``, and lunch's own figures."""
     meta, runs = group["_group"], {name: run for name, run in group.items() if not name.startswith("_")}
-    # the first groups described the device as precision.describe(device, None) does, "…, precision: fp32", which
-    # was not the precision the runs used (``precision`` is): keep the device only
-    meta = {**meta, "device": meta["device"].split(", precision:")[0].removeprefix("device: ")}
     lunch = runs["lunch"]
     return {**meta, "command": group.get("_command"), "runs": runs,
             "run_facts": {name: report.run_facts(run) | {"clock_check": run["clock_check"]}
