@@ -12,14 +12,17 @@ Chinese is written without spaces, so a BERT tokenizer cannot split it into word
 3. **Words for whole-word masking.** :func:`segment` cuts text into words with jieba's dictionary (the Chinese-BERT-wwm
    recipe, which used LTP); :func:`word_ids` gives each character token its word's number and :func:`encode_words`
    turns a batch of lines into ids plus the word-start map that :func:`mlm_course.masking.mask_tokens` needs for
-   ``MaskSpec(whole_word=True)`` (:mod:`mlm_course.whole_word` does the selecting). :func:`word_masks` counts the
-   words a selection took whole, and the multi-character ones it left partly visible.
+   ``MaskSpec(whole_word=True)`` (:mod:`mlm_course.whole_word` does the selecting); :func:`pack_word_starts` gives
+   the same map for packed training blocks. :func:`word_masks` counts the words a selection took whole, and the
+   multi-character ones it left partly visible.
 4. **Why character masking is too easy.** :func:`mask_units` masks the characters of held-out lines one at a time
    or a whole word at a time, and :func:`neighbour_guesses` predicts them from the neighbours that stay visible
    with a character bigram model (:class:`mlm_course.ngram.NgramModel` over characters): most characters of a
    word are easy to guess from the other half of the word, a word is much harder to guess from its context.
 5. **A character BERT.** :func:`one_masked_per_row` builds batches with one masked character per row, to score a
-   model (:func:`mlm_course.pretraining.masked_predictions`) on the same positions as the bigram model.
+   model (:func:`mlm_course.pretraining.masked_predictions`) on the same positions as the bigram model;
+   :func:`compare_models` scores two BERTs (character-masked and whole-word-masked) on the same positions, a
+   character alone or a whole word (:func:`word_units`) hidden, paired (:func:`paired_scores`).
 """
 
 from __future__ import annotations
@@ -197,6 +200,29 @@ def encode_words(tokenizer: PreTrainedTokenizerBase, lines: Sequence[str]) -> En
     return EncodedLines(encoded["input_ids"], encoded["attention_mask"], ids, word_starts(word_ids=ids))
 
 
+def pack_word_starts(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, seq_len: int) -> torch.Tensor:
+    """The word-start map of :func:`mlm_course.pretraining.pack_blocks`'s blocks of the same ``texts``: bool
+    (blocks, ``seq_len``), True where a jieba word (:func:`segment` of each text) begins, and at ``[CLS]`` and
+    ``[SEP]``. A word that a block boundary cuts begins again at the start of the next block, as a word that a
+    short sequence cuts ends at its ``[SEP]``; pass it to ``pretrain(..., word_starts=...)`` for whole-word masks."""
+    if isinstance(texts, str) or not texts:
+        raise ValueError("texts must be a non-empty list of strings: wrap one text as [text].")
+    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    numbers, first = [], 0
+    for text, offsets in zip(texts, encoded["offset_mapping"], strict=True):
+        words = segment(text)
+        numbers += [first + n for n in _word_numbers(words, text, [tuple(pair) for pair in offsets])]
+        first += len(words)  # word numbers never repeat from one text to the next
+    body = seq_len - 2
+    n_blocks = len(numbers) // body if seq_len >= 3 else 0
+    if n_blocks == 0:
+        raise ValueError(f"the texts have {len(numbers)} tokens, fewer than one block of {seq_len} (with [CLS] and "
+                         "[SEP], seq_len ≥ 3): give more text or a shorter seq_len.")
+    inner = torch.tensor(numbers[: n_blocks * body], dtype=torch.long).view(n_blocks, body)
+    edge = torch.full((n_blocks, 1), -1, dtype=torch.long)
+    return word_starts(word_ids=torch.cat([edge, inner, edge], dim=1))
+
+
 @dataclass(frozen=True)
 class WordMasks:
     """What a selection did to the words of a batch. ``words``: words whose every token may be masked; ``selected``:
@@ -348,17 +374,44 @@ def known_units(tokenizer: PreTrainedTokenizerBase, lines: Sequence[str], units:
     return [unit for unit in units if lines[unit.line][unit.position] in vocab]
 
 
+def paired_scores(scored: dict[str, Guesses]) -> dict:
+    """Two predictors' guesses at the same positions (``{name: Guesses}``, the first is McNemar's a): per name the
+    top-1 / top-5 hits and shares, the number of ``positions``, and the exact McNemar test of the top-1 answers."""
+    from mlm_course.statistics import exact_mcnemar
+
+    if len(scored) != 2 or len({tuple(guesses.truth) for guesses in scored.values()}) != 1:
+        raise ValueError("pass two predictors' guesses at the same positions (the same truths, in the same order).")
+    first, second = scored.values()
+    n = len(first.truth)
+    out: dict = {"positions": n}
+    for name, guesses in scored.items():
+        top1, top5 = sum(guesses.hits(1)), sum(guesses.hits(5))
+        out[name] = {"top1_hits": top1, "top5_hits": top5, "top1": top1 / n, "top5": top5 / n}
+    out["mcnemar"] = exact_mcnemar(first.hits(1), second.hits(1))
+    return out
+
+
 def compare_with_bigram(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, lines: Sequence[str],
                         bigram: NgramModel) -> dict:
     """Every known character of ``lines`` masked alone: top-1 / top-5 hits of ``model`` and of ``bigram`` on the
     same positions, and the exact McNemar test of their top-1 answers (paired by position)."""
-    from mlm_course.statistics import exact_mcnemar
-
     units = known_units(tokenizer, lines, mask_units(lines, "character"))
-    scored = {"bert": bert_guesses(model, tokenizer, lines, units), "bigram": neighbour_guesses(bigram, lines, units)}
-    out: dict = {"positions": len(units)}
-    for name, guesses in scored.items():
-        top1, top5 = sum(guesses.hits(1)), sum(guesses.hits(5))
-        out[name] = {"top1_hits": top1, "top5_hits": top5, "top1": top1 / len(units), "top5": top5 / len(units)}
-    out["mcnemar"] = exact_mcnemar(scored["bert"].hits(1), scored["bigram"].hits(1))
-    return out
+    return paired_scores({"bert": bert_guesses(model, tokenizer, lines, units),
+                          "bigram": neighbour_guesses(bigram, lines, units)})
+
+
+def word_units(lines: Sequence[str]) -> list[MaskedChar]:
+    """Every character of every multi-character jieba word of ``lines``, with its whole word hidden."""
+    return [unit for unit in mask_units(lines, "word") if unit.word_length > 1]
+
+
+def compare_models(first: torch.nn.Module, second: torch.nn.Module, tokenizer: PreTrainedTokenizerBase,
+                   lines: Sequence[str], units: Sequence[MaskedChar], names: tuple[str, str] = ("first", "second")
+                   ) -> dict:
+    """Two BERTs on the same ``units`` of ``lines`` (those whose character the tokenizer knows): :func:`paired_scores`
+    of their guesses under ``names`` (McNemar's a is ``first``)."""
+    if len(set(names)) != 2:
+        raise ValueError(f"names={names!r}: give the two models two different names.")
+    units = known_units(tokenizer, lines, units)
+    return paired_scores({name: bert_guesses(model, tokenizer, lines, units)
+                          for name, model in zip(names, (first, second), strict=True)})

@@ -72,14 +72,14 @@ def shorten_blocks(
 
 def mask_blocks(
     blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, spec: MaskSpec, generator: torch.Generator,
-    attention_mask: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None, word_starts: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """A masked-LM batch from packed ``blocks`` (padding never selected): ``input_ids``, ``attention_mask``,
     ``labels`` and ``masked_positions`` (:func:`~mlm_course.objective.masked_positions`: the loss projects only these
-    positions to the vocabulary)."""
+    positions to the vocabulary). ``word_starts`` (with ``spec.whole_word``): where the blocks' words begin."""
     attention_mask = torch.ones_like(blocks) if attention_mask is None else attention_mask
     masked = masking.mask_tokens(blocks, spec, masking.TokenIds.of(tokenizer), attention_mask=attention_mask,
-                                 generator=generator)
+                                 word_starts=word_starts, generator=generator)
     return {"input_ids": masked.input_ids, "attention_mask": attention_mask, "labels": masked.labels,
             "masked_positions": masked_positions(masked.labels)}
 

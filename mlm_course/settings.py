@@ -32,7 +32,8 @@ class Settings:
     # 05_objective
     objective_steps: int  # training steps of each tiny model in the labels=input_ids bug experiment
     # 06_pretraining
-    pretrain_steps: int
+    pretrain_steps: int  # the live run's schedule (TrainConfig.pretraining's 14,000 in full mode)
+    pretrain_minutes: float | None  # the live run's time budget (None: its steps)
     pretrain_batch_size: int
     pretrain_seq_len: int
     # 07_fine_tuning
@@ -54,7 +55,8 @@ class Settings:
             gd_steps=1500,
             masking_rows=10_000,
             objective_steps=200,
-            pretrain_steps=300,
+            pretrain_steps=14_000,
+            pretrain_minutes=3.0,
             pretrain_batch_size=32,
             pretrain_seq_len=128,
             finetune_steps=300,
@@ -76,6 +78,7 @@ class Settings:
             masking_rows=2_000,
             objective_steps=20,
             pretrain_steps=12,
+            pretrain_minutes=None,
             pretrain_batch_size=8,
             pretrain_seq_len=64,
             finetune_steps=12,

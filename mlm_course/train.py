@@ -37,10 +37,11 @@ class InvalidSettings(ValueError):
 
 @dataclass(kw_only=True)
 class TrainConfig:
-    """Every setting of :func:`train`. The defaults are notebook 06's pretraining recipe; :meth:`fine_tuning`
-    gives notebook 07's. Quick and full mode change ``steps`` and ``batch_size`` only."""
+    """Every setting of :func:`train`. The defaults are a short run at the course's pretraining rate;
+    :meth:`pretraining` gives the course's pretraining recipe (``mlm-course pretrain``'s), :meth:`fine_tuning`
+    notebook 07's."""
 
-    steps: int = 300  # optimiser steps
+    steps: int = 300  # optimiser steps: the schedule decays to 0 at the last
     batch_size: int = 32  # examples per micro-batch
     grad_accum: int = 1  # micro-batches per optimiser step
     lr: float = 3e-3  # peak learning rate
@@ -54,10 +55,19 @@ class TrainConfig:
     log_every: int = 10  # a training row every N steps, their mean loss (reading a loss makes a GPU wait)
     precision: str = "fp32"  # fp32, bf16, fp16 or auto (precision.autocast_dtype)
     keep_best: str | None = None  # the evaluation figure whose best value's weights are kept ("loss", "accuracy")
+    minutes: float | None = None  # stop after this many minutes (evaluations included), part-way down the schedule
 
     def warmup(self) -> int:
         """Optimiser steps of warm-up: ``warmup_steps`` when given, else ``warmup_ratio`` of the steps."""
         return self.warmup_steps if self.warmup_steps is not None else int(self.warmup_ratio * self.steps)
+
+    @classmethod
+    def pretraining(cls, **changes) -> TrainConfig:
+        """The course's pretraining recipe, ``mlm-course pretrain``'s defaults: the shipped checkpoint's first stage
+        (peak 3e-3 after 5 % warm-up, a 14,000-step schedule) stopped after 30 minutes, part-way down its decay —
+        on the plateau a schedule fitted to the budget decays too soon (``benchmarks/bench_lunch_break.py``) — in
+        the precision ``auto`` picks."""
+        return replace(cls(steps=14_000, warmup_ratio=0.05, minutes=30.0, precision="auto"), **changes)
 
     @classmethod
     def fine_tuning(cls, hidden_size: int = 128, **changes) -> TrainConfig:
@@ -73,6 +83,8 @@ class TrainConfig:
                     for name in ("steps", "batch_size", "grad_accum", "eval_every", "log_every")
                     if not (type(getattr(self, name)) is int and getattr(self, name) >= 1)}
         problems |= optimiser_problems(self)
+        if self.minutes is not None and not self.minutes > 0:
+            problems["minutes"] = f"must be > 0 (or None: no time limit), not {self.minutes!r}"
         if problems:
             raise InvalidSettings("training", problems)
 
@@ -193,16 +205,25 @@ def optimiser_and_schedule(model: torch.nn.Module, config: TrainConfig, device: 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
-def due(step: int, every: int, last: int) -> bool:
-    """Whether step ``step`` logs or evaluates: every ``every`` steps, and the last step."""
-    return step % every == 0 or step == last
+def due(step: int, every: int, last: bool) -> bool:
+    """Whether step ``step`` logs or evaluates: every ``every`` steps, and the ``last`` step."""
+    return step % every == 0 or last
+
+
+def last_step(step: int, config: TrainConfig, seconds: Callable[[], float]) -> bool:
+    """Whether ``step`` ends the run: the schedule's last step, or the first logged step (a GPU has caught up
+    there) once the run's ``seconds()`` reach ``config.minutes``."""
+    if step == config.steps:
+        return True
+    return config.minutes is not None and step % config.log_every == 0 and seconds() >= 60 * config.minutes
 
 
 def train(model: torch.nn.Module, batches: Iterable[Batch], loss_fn: Callable[[torch.nn.Module, Batch], torch.Tensor],
           config: TrainConfig, *, evaluate: Callable[[torch.nn.Module], dict] | None = None, split: str = "eval",
           device: torch.device | str | None = None) -> Trained:
-    """Train ``model`` for ``config.steps`` optimiser steps on ``batches`` (an endless iterator of micro-batches
-    on the host), scoring it with ``evaluate(model) -> dict`` every ``config.eval_every`` steps."""
+    """Train ``model`` for ``config.steps`` optimiser steps (or ``config.minutes``) on ``batches`` (an endless
+    iterator of micro-batches on the host), scoring it with ``evaluate(model) -> dict`` every ``config.eval_every``
+    steps."""
     device = precision.pick_device(None if device is None else str(device))
     model = model.to(device)
     dtype = precision.autocast_dtype(device, config.precision)  # None: fp32
@@ -216,13 +237,25 @@ def train(model: torch.nn.Module, batches: Iterable[Batch], loss_fn: Callable[[t
         out = training_step(model, micro_batches, loss_fn, optimizer, scheduler, max_grad_norm=config.max_grad_norm,
                             dtype=dtype, scaler=scaler)  # to device, autocast, backward, unscale, clip, step, zero
         record.add_loss(out["loss"])
-        if due(step, config.log_every, config.steps):
+        last = last_step(step, config, record.seconds)
+        if due(step, config.log_every, last):
             record.log_training(step, lr)
-        if evaluate is not None and due(step, config.eval_every, config.steps):
+        if evaluate is not None and due(step, config.eval_every, last):
             model.eval()  # dropout off
             with torch.no_grad(), torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
                 record.evaluation(model, step, split, evaluate(model))
+        if last:
+            break
     return record.result(model)
+
+
+def agreed_seconds(accelerator, record: Record) -> float:
+    """The main process's seconds of the run, on every process: all of them stop at the same step."""
+    from accelerate.utils import broadcast
+
+    if accelerator.num_processes == 1:
+        return record.seconds()
+    return broadcast(torch.tensor([record.seconds()], device=accelerator.device), from_process=0).item()
 
 
 #: Accelerate's name for each autocast dtype (None: fp32, no autocast).
@@ -282,11 +315,12 @@ def train_with_accelerate(model: torch.nn.Module, batches: Iterable[Batch],
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         record.add_loss(step_loss)
-        if due(step, config.log_every, config.steps):
+        last = last_step(step, config, lambda: agreed_seconds(accelerator, record))
+        if due(step, config.log_every, last):
             record.log_training(step, lr, combine=lambda mean: accelerator.reduce(mean, "mean"))
-        if evaluate is not None and due(step, config.eval_every, config.steps):
+        if evaluate is not None and due(step, config.eval_every, last):
             with torch.no_grad(), accelerator.autocast():
                 record.evaluation(plain.eval(), step, split, evaluate(plain))
-        if run is not None and run.after_step(step):  # a checkpoint when due; early stopping
+        if (run is not None and run.after_step(step)) or last:  # a checkpoint when due; early stopping
             break
     return record.result(plain)

@@ -3,6 +3,8 @@
     .venv/bin/python scripts/chinese_char_bert.py                 # train both stages (one thread, fp32) and ship
     .venv/bin/python scripts/chinese_char_bert.py --steps 30      # time a few steps into runs/, ship nothing
     .venv/bin/python scripts/chinese_char_bert.py --results-only  # recompute results.json and README.md
+    .venv/bin/python scripts/chinese_char_bert.py --whole-word    # the same recipe with jieba whole-word masks
+    .venv/bin/python scripts/chinese_char_bert.py --whole-word --resume  # … continuing a killed run
 
 The tiny BERT of ``models.CONFIGS`` (2 layers, hidden 128) on the shipped character tokenizer, with the course's
 recipe (no dropout, output logits only at masked positions, 15 % dynamic masks, 80/10/10, 10 % short sequences so
@@ -13,6 +15,14 @@ the held-out poems with frozen masks. Writes into the model folder: the weights,
 curves of the stages joined, steps counted from the start of stage 1), ``results.json`` (command, settings, each
 stage's record and the totals, held-out loss and the unigram baseline's, and the one-character-at-a-time comparison
 with the bigram baseline) and ``README.md``.
+
+``--whole-word`` trains the same model with the same recipe, seeds, data and steps, differing only in the masks:
+jieba words (:func:`mlm_course.chinese.pack_word_starts`) selected whole, 15 % of the words, each word's characters
+replaced 80 / 10 / 10 (:mod:`mlm_course.whole_word`). Its stages go to their own folders under runs/ (the weights of
+each finished stage in ``final/``), and ``notebooks/results/chinese_whole_word.json`` receives its record and the
+paired comparison with the shipped character-masked model on the held-out lines: every character masked alone, and
+every multi-character jieba word masked whole (:func:`mlm_course.chinese.compare_models`). ``--resume`` continues a
+killed run: finished stages are loaded, the running one continues from its latest checkpoint.
 """
 
 from __future__ import annotations
@@ -31,7 +41,10 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from mlm_course import chinese, corpus, models, pretraining  # noqa: E402
+from mlm_course.bert import BertMLM  # noqa: E402
 from mlm_course.lab.pretrain_run import PretrainConfig, pretrain  # noqa: E402
+from mlm_course.lab.run_files import write_json_atomic  # noqa: E402
+from mlm_course.lab.training_run import CHECKPOINT_POINTER  # noqa: E402
 from mlm_course.precision import machine  # noqa: E402
 from mlm_course.stored import read_metrics  # noqa: E402
 
@@ -39,11 +52,17 @@ RUNS = ROOT / "runs"
 SEQ_LEN = 32
 SETTINGS = {"steps": 9000, "lr": 3e-3, "warmup_ratio": 0.1, "batch_size": 64, "dropout": 0.0, "seq_len": SEQ_LEN,
             "short_seq_prob": 0.1, "eval_every": 500, "save_every": 1000, "log_every": 50, "precision": "fp32",
-            "device": "cpu", "seed": 0}
+            "device": "cpu", "seed": 0, "minutes": None}
 STAGES = ({}, {"steps": 12000, "lr": 1.5e-3, "warmup_ratio": 0.05, "seed": 1})
 """The recipe: stage 1 from random weights with ``SETTINGS``, each later stage from the previous stage's weights with
 ``SETTINGS`` updated by its overrides (a fresh optimiser and schedule)."""
 COMMAND = "python scripts/build_chinese_assets.py --model"
+MASKINGS = ("character", "whole_word")
+"""Token-level masks (the shipped model's) or jieba whole-word masks (``--whole-word``)."""
+WHOLE_WORD_COMMAND = "python scripts/chinese_char_bert.py --whole-word"
+WHOLE_WORD_RESULTS = ROOT / "notebooks" / "results" / "chinese_whole_word.json"
+STAGE_FILE = "stage.json"  # a finished stage's record, beside its weights in final/
+FINAL = "final"
 
 
 def blocks(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,25 +72,42 @@ def blocks(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
     return pretraining.pack_blocks(train, tokenizer, SEQ_LEN), pretraining.pack_blocks(heldout, tokenizer, SEQ_LEN)
 
 
-def stage_dir(number: int) -> Path:
-    """The run folder of stage ``number`` (1, 2, ...) under runs/."""
-    return RUNS / f"chinese-char-bert-stage{number}"
+def stage_dir(number: int, masking: str = "character") -> Path:
+    """The run folder of stage ``number`` (1, 2, ...) under runs/, for ``masking`` (one of :data:`MASKINGS`)."""
+    if masking not in MASKINGS:
+        raise ValueError(f"masking={masking!r}: use one of {', '.join(MASKINGS)}.")
+    return RUNS / f"chinese-char-bert{'-wwm' if masking == 'whole_word' else ''}-stage{number}"
 
 
-def train_stage(model: torch.nn.Module, overrides: dict, out: Path, data: tuple[torch.Tensor, torch.Tensor]) -> dict:
-    """Pretrain ``model`` in place with ``SETTINGS`` | ``overrides`` into ``out`` (emptied first); returns the
-    stage's record: steps, lr, warm-up, seed, tokens, CPU seconds, its last held-out evaluation and the comparison
-    with the bigram baseline after it."""
+def training_word_starts(tokenizer) -> torch.Tensor:
+    """Where the jieba words of :func:`blocks`' training blocks begin (whole-word masking)."""
+    return chinese.pack_word_starts([poem.text for poem in corpus.chinese_poems("train")], tokenizer, SEQ_LEN)
+
+
+def train_stage(model: torch.nn.Module, overrides: dict, out: Path, data: tuple[torch.Tensor, torch.Tensor], *,
+                word_starts: torch.Tensor | None = None, resume: bool = False) -> tuple[torch.nn.Module, dict]:
+    """Pretrain ``model`` in place with ``SETTINGS`` | ``overrides`` into ``out`` (emptied first, unless ``resume``:
+    then a finished stage is loaded from ``out`` and an unfinished one continues from its latest checkpoint);
+    ``word_starts``: whole-word masks. Returns the model and the stage's record: steps, lr, warm-up, seed, tokens,
+    CPU seconds (of this process), its last held-out evaluation and the comparison with the bigram baseline after
+    it; the record and the weights are also written to ``out`` (``stage.json``, ``final/``)."""
     tokenizer = chinese.char_tokenizer()
     config = PretrainConfig(**{**SETTINGS, **overrides})
-    if out.exists():
+    if resume and (out / STAGE_FILE).exists():
+        return BertMLM.from_pretrained(out / FINAL), json.loads((out / STAGE_FILE).read_text())
+    if not resume and out.exists():
         shutil.rmtree(out)
+    resumed = resume and (out / CHECKPOINT_POINTER).exists()
     cpu = time.process_time()
-    result = pretrain(model, tokenizer, *data, config, out_dir=out, progress=False)
+    result = pretrain(model, tokenizer, *data, config, out_dir=out, progress=False, resume=resume,
+                      word_starts=word_starts)
     cpu = time.process_time() - cpu
     heldout = [row for row in result.history if row["split"] == "eval"][-1]
     comparison = chinese.compare_with_bigram(model, tokenizer, chinese.heldout_lines(), chinese.training_bigrams())
-    return stage_record(config, result.steps, cpu, heldout, comparison)
+    record = stage_record(config, result.steps, cpu, heldout, comparison) | ({"resumed": True} if resumed else {})
+    model.save_pretrained(out / FINAL)
+    write_json_atomic(out / STAGE_FILE, record)
+    return model, record
 
 
 def stage_record(config: PretrainConfig, steps: int, cpu_seconds: float, heldout: dict, one_at_a_time: dict) -> dict:
@@ -83,22 +119,28 @@ def stage_record(config: PretrainConfig, steps: int, cpu_seconds: float, heldout
             "one_at_a_time": one_at_a_time}
 
 
-def train(stages: tuple[dict, ...], run_dirs: list[Path], data: tuple[torch.Tensor, torch.Tensor]
-          ) -> tuple[torch.nn.Module, dict]:
+def train(stages: tuple[dict, ...], run_dirs: list[Path], data: tuple[torch.Tensor, torch.Tensor], *,
+          word_starts: torch.Tensor | None = None, resume: bool = False) -> tuple[torch.nn.Module, dict]:
     """Run ``stages`` (overrides of ``SETTINGS``, see :data:`STAGES`) in order, stage i into ``run_dirs[i]``, from
-    random weights (seed of stage 1); returns the model and the run's record (:func:`run_record`)."""
+    random weights (seed of stage 1), with whole-word masks where ``word_starts`` is given (:func:`train_stage`;
+    ``resume``); returns the model and the run's record (:func:`run_record`)."""
     torch.set_num_threads(1)
     tokenizer = chinese.char_tokenizer()
     model = models.build_model("tiny", tokenizer, seed={**SETTINGS, **stages[0]}["seed"], max_positions=SEQ_LEN,
                                dropout=0.0)
-    records = [train_stage(model, overrides, out, data) for overrides, out in zip(stages, run_dirs, strict=True)]
-    return model.eval(), run_record(records, PretrainConfig(**{**SETTINGS, **stages[0]}), data)
+    records = []
+    for overrides, out in zip(stages, run_dirs, strict=True):
+        model, record = train_stage(model, overrides, out, data, word_starts=word_starts, resume=resume)
+        records.append(record)
+    command = COMMAND if word_starts is None else WHOLE_WORD_COMMAND
+    return model.eval(), run_record(records, PretrainConfig(**{**SETTINGS, **stages[0]}), data, command)
 
 
-def run_record(stages: list[dict], first: PretrainConfig, data: tuple[torch.Tensor, torch.Tensor]) -> dict:
+def run_record(stages: list[dict], first: PretrainConfig, data: tuple[torch.Tensor, torch.Tensor],
+               command: str = COMMAND) -> dict:
     """The record of a chain of stages: each stage's, their summed steps, tokens and CPU seconds, and stage 1's full
     settings (the later stages change only lr, warm-up, seed and steps)."""
-    return {"command": COMMAND, "stages": stages, **{key: sum(stage[key] for stage in stages)
+    return {"command": command, "stages": stages, **{key: sum(stage[key] for stage in stages)
                                                       for key in ("steps", "tokens_seen", "cpu_seconds")},
             "training_blocks": len(data[0]), "heldout_blocks": len(data[1]), "vocab_size": len(chinese.char_tokenizer()),
             "settings": asdict(first) | {"betas": list(first.betas), "mask_mix": list(first.mask_mix)},
@@ -195,33 +237,91 @@ def ship(model: torch.nn.Module, record: dict, folder: Path, data: tuple[torch.T
     return summary
 
 
-def train_and_ship(folder: Path) -> dict:
+def train_and_ship(folder: Path, *, resume: bool = False) -> dict:
     """Train every stage of :data:`STAGES` into runs/ and ship the final model with the joined curve."""
     data = blocks(chinese.char_tokenizer())
     run_dirs = [stage_dir(number) for number in range(1, len(STAGES) + 1)]
-    model, record = train(STAGES, run_dirs, data)
+    model, record = train(STAGES, run_dirs, data, resume=resume)
     return ship(model, record, folder, data, joined_curve(run_dirs))
+
+
+def whole_word_results(model: torch.nn.Module, record: dict, data: tuple[torch.Tensor, torch.Tensor],
+                       baseline: torch.nn.Module, baseline_record: dict) -> dict:
+    """The whole-word run's ``record`` with :func:`results`' held-out figures, and its paired comparison with
+    ``baseline`` (the character-masked model of the same recipe; ``baseline_record``: its results.json) on the
+    held-out lines, McNemar's a being the character-masked model: ``character_alone``, every known character masked
+    alone (the rest of its line visible); ``word_whole``, every character of every multi-character jieba word, its
+    whole word masked."""
+    tokenizer = chinese.char_tokenizer()
+    lines = chinese.heldout_lines()
+    names = ("character", "whole_word")
+    paired = {"character_alone": chinese.compare_models(baseline, model, tokenizer, lines,
+                                                        chinese.mask_units(lines, "character"), names),
+              "word_whole": chinese.compare_models(baseline, model, tokenizer, lines, chinese.word_units(lines), names)}
+    keep = ("command", "steps", "tokens_seen", "cpu_seconds", "heldout", "one_at_a_time")
+    return {**results(model, record, data), "masking": "whole_word (jieba words, 15 % of the words)",
+            "evaluation_lines": len(lines), "paired": paired,
+            "character_model": {key: baseline_record[key] for key in keep} | {
+                "folder": str(corpus.chinese_model_dir().relative_to(ROOT))}}
+
+
+def write_whole_word_results(model: torch.nn.Module, record: dict, data: tuple[torch.Tensor, torch.Tensor]) -> dict:
+    """:func:`whole_word_results` against the shipped model, written to :data:`WHOLE_WORD_RESULTS`."""
+    folder = corpus.chinese_model_dir()
+    baseline, _ = models.load_mlm(str(folder))
+    summary = whole_word_results(model, record, data, baseline, json.loads((folder / "results.json").read_text()))
+    WHOLE_WORD_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(WHOLE_WORD_RESULTS, summary)
+    return summary
+
+
+def train_whole_word(*, resume: bool = False) -> dict:
+    """Every stage of :data:`STAGES` with whole-word masks into runs/, then :func:`write_whole_word_results`."""
+    tokenizer = chinese.char_tokenizer()
+    data = blocks(tokenizer)
+    run_dirs = [stage_dir(number, "whole_word") for number in range(1, len(STAGES) + 1)]
+    model, record = train(STAGES, run_dirs, data, word_starts=training_word_starts(tokenizer), resume=resume)
+    return write_whole_word_results(model, record, data)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=None, help="a timing run of this many steps (nothing shipped)")
-    parser.add_argument("--results-only", action="store_true", help="rewrite results.json and README.md")
+    parser.add_argument("--results-only", action="store_true", help="rewrite results.json and README.md (with "
+                        "--whole-word: the whole-word results, from the weights of the finished run in runs/)")
+    parser.add_argument("--whole-word", action="store_true", help="train with jieba whole-word masks instead and "
+                        f"compare with the shipped model in {WHOLE_WORD_RESULTS.relative_to(ROOT)}")
+    parser.add_argument("--resume", action="store_true", help="continue a killed run: finished stages are loaded, the "
+                        "running one continues from its latest checkpoint")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         parser.error(f"--steps {args.steps}: a timing run needs at least 1 step")
     folder = corpus.chinese_model_dir()
-    if args.results_only:
+    masking = "whole_word" if args.whole_word else "character"
+    if args.results_only and args.whole_word:
+        run_dirs = [stage_dir(number, masking) for number in range(1, len(STAGES) + 1)]
+        if not (run_dirs[-1] / STAGE_FILE).exists():
+            parser.error(f"no finished whole-word run in {run_dirs[-1]}: train it first (--whole-word)")
+        stages = [json.loads((run_dir / STAGE_FILE).read_text()) for run_dir in run_dirs]
+        data = blocks(chinese.char_tokenizer())
+        record = run_record(stages, PretrainConfig(**{**SETTINGS, **STAGES[0]}), data, WHOLE_WORD_COMMAND)
+        write_whole_word_results(BertMLM.from_pretrained(run_dirs[-1] / FINAL).eval(), record, data)
+    elif args.results_only:
         record = json.loads((folder / "results.json").read_text())
         model, _ = models.load_mlm(str(folder))
         keep = {key: record[key] for key in ("command", "stages", "steps", "cpu_seconds", "tokens_seen",
                                              "training_blocks", "heldout_blocks", "vocab_size", "settings", "machine")}
         ship(model, keep, folder, blocks(chinese.char_tokenizer()), curve=None)
     elif args.steps is not None:
-        _, record = train(({"steps": args.steps},), [RUNS / "chinese-char-bert-timing"], blocks(chinese.char_tokenizer()))
-        print(json.dumps({key: record[key] for key in ("steps", "cpu_seconds")}))
+        tokenizer = chinese.char_tokenizer()
+        starts = training_word_starts(tokenizer) if args.whole_word else None
+        _, record = train(({"steps": args.steps},), [RUNS / f"chinese-char-bert-timing-{masking}"], blocks(tokenizer),
+                          word_starts=starts)
+        print(json.dumps({key: record[key] for key in ("steps", "cpu_seconds")} | {"masking": masking}))
+    elif args.whole_word:
+        print(json.dumps(train_whole_word(resume=args.resume)["paired"]))
     else:
-        print(json.dumps(train_and_ship(folder)["heldout"]))
+        print(json.dumps(train_and_ship(folder, resume=args.resume)["heldout"]))
     return 0
 
 

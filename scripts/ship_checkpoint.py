@@ -1,13 +1,13 @@
 """Copy a finished `mlm-course pretrain` run into the package as the course checkpoint.
 
-    mlm-course pretrain --size tiny --steps 14000 --lr 3e-3 --warmup-steps 700 --dropout 0 \
+    mlm-course pretrain --minutes inf --size tiny --steps 14000 --lr 3e-3 --warmup-steps 700 --dropout 0 \
         --eval-every 500 --save-every 1000 --out runs/course-bert
-    mlm-course pretrain --init-from runs/course-bert --steps 18000 --lr 1.5e-3 --warmup-steps 500 --dropout 0 \
+    mlm-course pretrain --minutes inf --init-from runs/course-bert --steps 18000 --lr 1.5e-3 --warmup-steps 500 --dropout 0 \
         --eval-every 1000 --save-every 1000 --seed 1 --out runs/course-bert-stage2
     python scripts/ship_checkpoint.py runs/course-bert-stage2 --command "..." \
         --after runs/course-bert --after-command "..."
     cp -r mlm_course/data/course-bert runs/course-bert-stages12
-    mlm-course pretrain --init-from runs/course-bert-stage2 --short-seq-prob 0.1 --steps 16000 --lr 1e-3 \
+    mlm-course pretrain --minutes inf --init-from runs/course-bert-stage2 --short-seq-prob 0.1 --steps 16000 --lr 1e-3 \
         --warmup-steps 500 --dropout 0 --eval-every 1000 --save-every 1000 --seed 3 --out runs/course-bert-stage3
     python scripts/ship_checkpoint.py runs/course-bert-stage3 --command "..." --after runs/course-bert-stages12
 

@@ -54,7 +54,8 @@ def main() -> None:
     for short_seq_prob in args.short_seq_probs:
         model = start()
         config = PretrainConfig(steps=args.steps, batch_size=32, lr=args.lr, warmup_steps=max(1, args.steps // 10),
-                                eval_every=10**9, save_every=10**9, seed=5, dropout=0.0, short_seq_prob=short_seq_prob)
+                                eval_every=10**9, save_every=10**9, seed=5, dropout=0.0, short_seq_prob=short_seq_prob,
+                                minutes=None)
         pretrain(model, tokenizer, train, long_eval[:32], config, progress=False)
         print(json.dumps({"model": f"+{args.steps} steps, short_seq_prob {short_seq_prob}",
                           **scores(model, tokenizer, long_eval, short_eval)}), flush=True)

@@ -41,12 +41,20 @@ class _Result:
 
 def _fake_stages(monkeypatch):
     """Patch the training and the bigram comparison; returns the list the fake ``pretrain`` appends (model, config) to."""
-    calls = []
 
-    def fake_pretrain(model, tokenizer, train_blocks, eval_blocks, config, out_dir, progress):
-        out_dir.mkdir(parents=True)
+    class Calls(list):
+        pass
+
+    calls = Calls()
+
+    def fake_pretrain(model, tokenizer, train_blocks, eval_blocks, config, out_dir, progress, resume, word_starts):
+        out_dir.mkdir(parents=True, exist_ok=resume)
         calls.append((model, config))
+        words.append(word_starts)
         return _Result(config.steps)
+
+    words = []
+    calls.word_starts = words  # what each stage was given for whole-word masks
 
     monkeypatch.setattr(chinese_char_bert, "pretrain", fake_pretrain)
     monkeypatch.setattr(chinese_char_bert.chinese, "compare_with_bigram", lambda *args: {"positions": len(calls)})
@@ -96,3 +104,64 @@ def test_the_shipped_record_holds_both_stages_and_their_sums():
     steps = [row["step"] for row in curve if row["split"] == "train"]
     assert steps == sorted(steps) and steps[-1] == record["steps"]
     assert {row["stage"] for row in curve} == set(range(1, len(stages) + 1))
+
+
+# ---- whole-word masking: the same recipe, its own folders, resumable -------------------------------------------------
+
+
+def test_each_masking_has_its_own_run_folders():
+    assert chinese_char_bert.stage_dir(1).name == "chinese-char-bert-stage1"
+    assert chinese_char_bert.stage_dir(2, "whole_word").name == "chinese-char-bert-wwm-stage2"
+    with pytest.raises(ValueError, match="use one of character, whole_word"):
+        chinese_char_bert.stage_dir(1, "words")
+
+
+def test_whole_word_stages_get_the_word_starts_and_a_killed_chain_resumes_from_finished_stages(monkeypatch, tmp_path):
+    calls = _fake_stages(monkeypatch)
+    data = (torch.zeros(10, 32, dtype=torch.long), torch.zeros(3, 32, dtype=torch.long))
+    starts = torch.ones(10, 32, dtype=torch.bool)
+    stages = ({"steps": 4}, {"steps": 6, "lr": 1e-3, "warmup_ratio": 0.05, "seed": 1})
+    dirs = [tmp_path / "one", tmp_path / "two"]
+    model, record = chinese_char_bert.train(stages, dirs, data, word_starts=starts, resume=True)
+    assert len(calls) == 2 and all(given is starts for given in calls.word_starts)
+    assert record["command"] == chinese_char_bert.WHOLE_WORD_COMMAND
+    assert all((d / chinese_char_bert.STAGE_FILE).exists() and (d / "final" / "config.json").exists() for d in dirs)
+    # the run is started again (killed after its last stage): nothing is trained twice, the record is the same
+    (dirs[1] / chinese_char_bert.STAGE_FILE).unlink()
+    again, second = chinese_char_bert.train(stages, dirs, data, word_starts=starts, resume=True)
+    assert len(calls) == 3 and calls[-1][1].steps == 6  # only stage 2 ran again, from stage 1's saved weights
+    assert calls[-1][0] is not model
+    assert all(torch.equal(a, b) for a, b in zip(calls[-1][0].state_dict().values(), model.state_dict().values(),
+                                                  strict=True))  # the fake trains nothing: stage 1's weights
+    assert second["stages"][0] == json.loads(json.dumps(record["stages"][0]))
+    assert second["steps"] == record["steps"]
+
+
+def test_whole_word_results_only_needs_a_finished_run(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(chinese_char_bert, "RUNS", tmp_path)
+    monkeypatch.setattr(chinese_char_bert, "write_whole_word_results", _never)
+    with pytest.raises(SystemExit) as exit_info:
+        chinese_char_bert.main(["--results-only", "--whole-word"])
+    assert exit_info.value.code == 2 and "no finished whole-word run" in capsys.readouterr().err
+
+
+def test_the_stored_whole_word_results_are_the_recipe_with_only_the_masks_changed():
+    from scipy.stats import binomtest
+
+    stored = json.loads(chinese_char_bert.WHOLE_WORD_RESULTS.read_text())
+    shipped = json.loads((ROOT / "mlm_course" / "data" / "chinese-char-bert" / "results.json").read_text())
+    assert stored["command"] == chinese_char_bert.WHOLE_WORD_COMMAND
+    assert [(st["steps"], st["lr"], st["warmup_ratio"], st["seed"]) for st in stored["stages"]] == [
+        (st["steps"], st["lr"], st["warmup_ratio"], st["seed"]) for st in shipped["stages"]]
+    same = ("batch_size", "seq_len", "mask_rate", "mask_mix", "mask_scheme", "short_seq_prob", "betas", "weight_decay",
+            "dropout", "precision", "sparse_logits", "max_grad_norm")
+    assert {key: stored["settings"][key] for key in same} == {key: shipped["settings"][key] for key in same}
+    assert stored["training_blocks"] == shipped["training_blocks"] and stored["machine"]["torch_threads"] == 1
+    alone, words = stored["paired"]["character_alone"], stored["paired"]["word_whole"]
+    assert alone["character"] == shipped["one_at_a_time"]["bert"] and alone["positions"] == 4075
+    assert words["positions"] == 3281  # the characters of multi-character words that notebook 10 §9 scores
+    for row in (alone, words):
+        test = row["mcnemar"]
+        assert test["n"] == row["positions"]
+        assert test["only_a"] - test["only_b"] == row["character"]["top1_hits"] - row["whole_word"]["top1_hits"]
+        assert test["p"] == pytest.approx(binomtest(test["only_a"], test["only_a"] + test["only_b"]).pvalue)

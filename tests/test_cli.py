@@ -126,7 +126,7 @@ def test_warmup_is_a_ratio_or_a_count_and_the_count_wins(capsys):
     both = cli.config_from(parser.parse_args(["pretrain", "--out", "x", "--warmup-ratio", "0.1", "--warmup-steps", "5"]),
                            PretrainConfig)
     ratio = cli.config_from(parser.parse_args(["pretrain", "--out", "x", "--warmup-ratio", "0.1"]), PretrainConfig)
-    assert both.train_config().warmup() == 5 and ratio.train_config().warmup() == 100  # of 1,000 steps
+    assert both.train_config().warmup() == 5 and ratio.train_config().warmup() == 1400  # of the 14,000 steps
     with pytest.raises(SystemExit):
         cli.main(["pretrain", "--help"])
     assert "wins over --warmup-ratio" in " ".join(capsys.readouterr().out.split())
@@ -229,12 +229,32 @@ def test_calibration_plans_the_steps_that_fit_the_budget(monkeypatch, tiny_model
     assert [steps for _, steps in probes] == [8, 20] and all(m is not model for m, _ in probes)
 
 
-def test_minutes_budget_trains_the_planned_steps(tmp_path, monkeypatch):
-    """--minutes writes the calibrated plan and trains it (the plan, not the clock, ends the run)."""
+def test_fit_schedule_trains_the_planned_steps(tmp_path, monkeypatch):
+    """--minutes with --fit-schedule writes the calibrated plan and trains it (the plan, not the clock, ends it)."""
     monkeypatch.setattr(pretrain_run, "calibrate_steps", lambda *args, **kwargs: 5)
-    assert cli.main([*TINY_RUN, "--out", str(tmp_path / "roomy"), "--minutes", "30"]) == 0
+    assert cli.main([*TINY_RUN, "--out", str(tmp_path / "roomy"), "--minutes", "30", "--fit-schedule"]) == 0
     assert json.loads((tmp_path / "roomy" / "plan.json").read_text())["steps"] == 5
     assert json.loads((tmp_path / "roomy" / "results.json").read_text())["steps"] == 5
+
+
+def test_minutes_stop_the_run_part_way_down_the_schedule_of_steps(tmp_path):
+    """The default recipe: --steps sets the schedule and --minutes stops the run; a budget too short for one logged
+    step stops at the first one (--log-every 2), its rate still near the peak. --minutes inf: no limit."""
+    out = tmp_path / "lunch"
+    assert cli.main([*TINY_RUN, "--out", str(out), "--minutes", "1e-9", "--log-every", "2", "--warmup-steps", "0"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"] == 2 and results["settings"]["steps"] == 14_000 and results["heldout"]["step"] == 2
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["lr"] for row in rows if row["split"] == "train"] == [pytest.approx(3e-3 * (14_000 - 1) / 14_000)]
+    unlimited = cli.config_from(cli.build_parser().parse_args(["pretrain", "--out", "x", "--minutes", "inf"]),
+                                PretrainConfig)
+    assert unlimited.minutes is None and PretrainConfig().minutes == 30.0
+
+
+def test_fit_schedule_needs_minutes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["pretrain", "--out", "x", "--minutes", "inf", "--fit-schedule"])
+    assert "--fit-schedule needs --minutes" in capsys.readouterr().err
 
 
 def test_init_from_continues_a_saved_model(tmp_path):

@@ -541,6 +541,9 @@ def test_comparison_table_lists_every_row():
     assert lines[2].endswith("not run: needs the hub and a GPU")
     noted = ft.comparison_table([{**rows[0], "note": "paused"}]).splitlines()
     assert "3* 2-core CPU" in noted[1] and noted[2] == "* bag of words: paused"
+    lesson = ft.comparison_table(rows, hardware=False).splitlines()  # notebook 07's; the appendix has the record
+    assert lesson[1].split()[-4:] == ["79.4%", "0.796", "80.0%", "3"] and "hardware" not in lesson[0]
+    assert not any("CPU" in line or "2026" in line for line in lesson)
 
 
 # ---- GPU-path defects, checked on the CPU -----------------------------------------------------------------------

@@ -32,20 +32,38 @@ def test_confusion_matrix_plot_rejects_a_wrong_shape():
         plots.confusion_matrix_plot([[1, 2, 3], [4, 5, 6]])
 
 
-def test_finetune_curves_plot_train_and_dev_and_mark_the_best():
-    metrics = [
+def _finetune_metrics():
+    return [
         {"step": 10, "split": "train", "loss": 0.7}, {"step": 20, "split": "train", "loss": 0.5},
         {"step": 20, "split": "dev", "loss": 0.55, "accuracy": 0.7},
         {"step": 30, "split": "train", "loss": 0.4}, {"step": 30, "split": "dev", "loss": 0.6, "accuracy": 0.8},
     ]
-    fig = plots.finetune_curves(metrics)
+
+
+def test_finetune_curves_plot_train_and_dev_and_mark_the_best():
+    fig = plots.finetune_curves(_finetune_metrics())
     left, right = fig.axes
     assert list(left.lines[0].get_xdata()) == [10, 20, 30] and list(left.lines[0].get_ydata()) == [0.7, 0.5, 0.4]
     assert list(left.lines[1].get_ydata()) == [0.55, 0.6]
     assert list(right.lines[0].get_ydata()) == [0.7, 0.8]
-    assert list(right.lines[1].get_xdata()) == [30] and "best: 80.0% at step 30" in right.get_legend().texts[0].get_text()
+    legend = [t.get_text() for t in fig.legends[0].texts]  # one legend under the panels says what each point is
+    assert list(right.lines[1].get_xdata()) == [30] and "best: 80.0% at step 30" in legend
+    assert legend[:2] == ["train: mean loss of the steps since the previous point",
+                          "dev: loss and accuracy at an evaluation"]
     assert right.get_ylabel() == "dev accuracy"
-    assert plots.figure_rule_violations(fig) == []
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
+
+
+def test_finetune_curves_mark_every_point_and_keep_the_best_star_inside_the_axes():
+    fig = plots.finetune_curves(_finetune_metrics())
+    for ax in fig.axes:
+        for line in ax.lines:  # every plotted point is a marker, the training points included
+            assert line.get_marker() not in ("None", "", None)
+    right = fig.axes[1]
+    low, high = right.get_ylim()
+    best = right.lines[1].get_ydata()[0]
+    assert low < 0.7 and high - best >= 0.01  # the star at the top has room above it
+    assert plots.layout_problems(fig) == []  # no marker cut by the frame
 
 
 def test_finetune_curves_needs_training_rows():
@@ -94,9 +112,25 @@ def test_label_efficiency_curves_draw_one_line_per_model_with_intervals():
     lines = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
     assert sorted(len(line.get_xdata()) for line in lines) == [3, 3]  # one line of three budgets per model
     assert any("zero-shot" in text.get_text() and "90.0%" in text.get_text() for text in ax.texts)
-    assert plots.figure_rule_violations(fig) == []
+    fig.draw_without_rendering()
+    assert fig.legends[0].get_window_extent().y1 < ax.get_window_extent().y0  # the legend under the axes
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
     with pytest.raises(ValueError, match="nothing to plot"):
         plots.label_efficiency_curves({})
+
+
+def test_label_efficiency_curves_stack_the_collapse_counts_of_models_at_one_budget():
+    from mlm_course import label_efficiency
+
+    budgets = (50, 100, 300, 1000, None)
+    rows = [{"task": "t", "model": m, "budget": b, "n_train": b or 2180, "seed": s,
+             "collapsed": m != "course" and s <= (0 if m == "random" else 2), "test_accuracy": 0.5 + 0.002 * s}
+            for m in ("random", "course", "bow") for b in budgets for s in range(3)]
+    fig = plots.label_efficiency_curves(label_efficiency.summarise(rows, "t"), title="word order")
+    ax = fig.axes[0]
+    notes = [t.get_text() for t in ax.texts]
+    assert notes.count("1/3 collapsed") == 5 and notes.count("3/3 collapsed") == 5  # random's and bow's, each budget
+    assert plots.layout_problems(fig) == []  # stacked: none overprints another, all inside the axes
 
 
 def test_zero_shot_word_order_shows_accuracies_from_chance_and_paired_differences():
@@ -112,8 +146,11 @@ def test_zero_shot_word_order_shows_accuracies_from_chance_and_paired_difference
     assert points == [pytest.approx(96), pytest.approx(90)]
     difference = [line for line in right.lines if line.get_marker() == "o" and len(line.get_xdata())][0]
     assert difference.get_xdata()[0] == pytest.approx(6) and difference.get_markerfacecolor() != "white"
-    assert left.get_legend().texts[0].get_text() == "chance (50%)"
-    assert plots.figure_rule_violations(fig) == []
+    assert [t.get_text() for t in fig.legends[0].texts] == [
+        "chance (50%)", "no difference", "filled: McNemar, after Holm, p < 0.05", "hollow: not detected"]
+    assert left.get_legend() is None and right.get_legend() is None  # one legend, under the panels
+    assert [t.get_text() for t in right.texts] == ["+6.0"]  # the difference written by its point
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
 
 
 def test_label_efficiency_differences_show_each_budget_and_the_comparisons_one_test():
@@ -126,8 +163,11 @@ def test_label_efficiency_differences_show_each_budget_and_the_comparisons_one_t
     line = next(line for line in ax.lines if line.get_marker() == "o")
     assert list(line.get_ydata()) == [pytest.approx(1), pytest.approx(11)]
     assert line.get_markerfacecolor() != "white"
-    labels = [t.get_text() for t in ax.get_legend().texts]
+    labels = [t.get_text() for t in fig.legends[0].texts]
     assert "course − random: ahead in 14 of 15 runs, p = 0.004 after Holm (a difference)" in labels
-    assert plots.figure_rule_violations(fig) == []
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
+    long_title = "Movie-review sentiment, test set of 1,057 sentences: each model against a baseline, paired runs"
+    fig = plots.label_efficiency_differences(comparisons, title=long_title)
+    assert plots.layout_problems(fig) == []  # the title clear of the y label
     with pytest.raises(ValueError, match="nothing to plot"):
         plots.label_efficiency_differences([])

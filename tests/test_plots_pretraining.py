@@ -25,35 +25,59 @@ def _metrics(stages=(1,)):
     return rows
 
 
+UNIGRAM, COPYING = {"loss": 6.7, "top1": 0.05, "top5": 0.17}, {"loss": 6.2, "top1": 0.15, "top5": 0.26}
+
+
 def test_pretraining_curves_plot_train_and_heldout_loss_accuracy_and_the_baseline():
-    fig = plots.pretraining_curves(_metrics(), baseline={"loss": 6.7, "top1": 0.05, "top5": 0.17}, title="this notebook's live run")
+    fig = plots.pretraining_curves(_metrics(), baseline=UNIGRAM, title="this notebook's live run")
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     loss, acc = fig.axes
     train, heldout = loss.lines[:2]
     np.testing.assert_allclose(train.get_xydata(), [[10, 6.0], [20, 5.0]])
     np.testing.assert_allclose(heldout.get_xydata(), [[20, 4.5]])
-    assert heldout.get_linestyle() == "None" and heldout.get_zorder() > train.get_zorder()  # markers, on top
-    connector = loss.lines[2]  # a thin line behind the training curve joins the held-out points
-    assert connector.get_zorder() < train.get_zorder() and connector.get_label().startswith("_")
-    assert [line.get_label() for line in acc.lines if not line.get_label().startswith("_")] == [
-        "model top1", "model top5", "unigram top1", "unigram top5"]
-    assert acc.lines[2].get_ydata().tolist() == [0.4]
-    assert list(loss.lines[3].get_ydata()) == [6.7, 6.7]  # the unigram line
-    for ax in (loss, acc):  # the legend sits under its panel, covering no data
-        assert ax.get_legend().get_bbox_to_anchor().y1 < ax.get_window_extent().y0
-    assert loss.get_title() == "this notebook's live run" and not loss.texts  # one stage: no stage marks
-    assert loss.get_xlabel() == "optimiser step" and "nats" in loss.get_ylabel()
-    assert plots.figure_rule_violations(fig) == []
+    assert heldout.get_marker() == "o" and heldout.get_zorder() > train.get_zorder()  # markers, on top
+    assert heldout.get_color() != train.get_color()  # held-out has a colour of its own, not the training one
+    assert [line.get_label() for line in acc.lines] == ["model top1", "model top5", "unigram top1", "unigram top5"]
+    assert acc.lines[0].get_ydata().tolist() == [0.2] and acc.lines[0].get_color() != acc.lines[1].get_color()
+    assert list(loss.lines[2].get_ydata()) == [6.7, 6.7]  # the unigram line
+    assert [t.get_text() for t in loss.texts] == ["unigram (6.70)"]  # named beside it, not in a legend
+    assert [t.get_text() for t in acc.texts] == ["unigram top1", "unigram top5"]
+    legend = fig.legends[0]  # one legend, under the panels
+    assert [t.get_text() for t in legend.texts] == ["training batches\n(mean per log interval)",
+                                                    "held-out set\n(frozen masks)", "model top1", "model top5"]
+    fig.draw_without_rendering()
+    assert legend.get_window_extent().y1 < acc.get_window_extent().y0
+    assert loss.get_title() == "this notebook's live run"
+    assert acc.get_xlabel() == "optimiser step" and "nats" in loss.get_ylabel()
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
 
 
-def test_pretraining_curves_draw_the_copying_baseline_when_given():
-    fig = plots.pretraining_curves(_metrics(), baseline={"loss": 6.7, "top1": 0.05, "top5": 0.17},
-                                   copying={"loss": 6.2, "top1": 0.15, "top5": 0.26})
+def test_pretraining_curves_tell_the_two_baselines_apart_by_colour_style_and_name():
+    fig = plots.pretraining_curves(_metrics(), baseline=UNIGRAM, copying=COPYING)
     loss, acc = fig.axes
-    assert [line.get_label() for line in loss.lines[3:]] == ["unigram (6.70)", "unigram + copying (6.20)"]
-    assert list(loss.lines[4].get_ydata()) == [6.2, 6.2] and loss.lines[4].get_linestyle() == ":"
-    assert [line.get_ydata()[0] for line in acc.lines[6:]] == [0.15, 0.26]
-    assert plots.figure_rule_violations(fig) == []
+    unigram, copying = loss.lines[2:]
+    assert [unigram.get_label(), copying.get_label()] == ["unigram (6.70)", "unigram + copying (6.20)"]
+    assert list(copying.get_ydata()) == [6.2, 6.2]
+    assert unigram.get_color() != copying.get_color() and unigram.get_linestyle() != copying.get_linestyle()
+    assert [line.get_ydata()[0] for line in acc.lines[4:]] == [0.15, 0.26]
+    for ax in (loss, acc):  # each reference line named at its level, in its colour
+        for line in ax.lines[2:]:
+            named = [t for t in ax.texts if t.get_text().startswith(line.get_label().split(" (")[0])
+                     and t.xy[1] == line.get_ydata()[0]]
+            assert named and named[0].get_color() == line.get_color()
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
+
+
+def test_pretraining_curves_push_apart_the_names_of_close_baselines():
+    close = {"loss": 6.2, "top1": 0.16, "top5": 0.26}  # copying top1 almost on unigram top5: names would overprint
+    fig = plots.pretraining_curves(_metrics(), baseline=UNIGRAM, copying=close)
+    assert plots.layout_problems(fig) == []
+
+
+def test_pretraining_curves_keep_a_marker_at_zero_accuracy_whole():
+    start = {"step": 0, "split": "eval", "loss": 9.0, "top1": 0.0, "top5": 0.0}  # the untrained model
+    fig = plots.pretraining_curves([start, *_metrics()], baseline=UNIGRAM, copying=COPYING)
+    assert fig.axes[1].get_ylim()[0] < 0 and plots.layout_problems(fig) == []
 
 
 def test_pretraining_curves_mark_where_each_later_stage_starts():
@@ -62,8 +86,20 @@ def test_pretraining_curves_mark_where_each_later_stage_starts():
     for ax in (loss, acc):
         starts = [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":"]
         assert starts == [20, 40]
-    assert [t.get_text() for t in loss.texts] == ["stage 2", "stage 3"]
-    assert plots.figure_rule_violations(fig) == []
+    assert [t.get_text() for t in loss.texts] == ["stage 2 (fresh warm-up)", "stage 3 (fresh warm-up)"]
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
+
+
+def test_pretraining_curves_of_the_shipped_checkpoint_leave_no_text_overlapping():
+    from mlm_course import corpus
+    from mlm_course.stored import read_metrics
+
+    metrics = read_metrics(corpus.course_checkpoint_dir())
+    fig = plots.pretraining_curves(metrics, baseline={"loss": 6.726, "top1": 0.052, "top5": 0.173},
+                                   copying={"loss": 6.121, "top1": 0.145, "top5": 0.255}, title="the shipped checkpoint")
+    loss, _ = fig.axes
+    assert [t.get_text() for t in loss.texts][:2] == ["stage 2 (fresh warm-up)", "stage 3 (fresh warm-up)"]
+    assert plots.figure_rule_violations(fig) == [] and plots.layout_problems(fig) == []
 
 
 def test_fill_mask_bars_one_panel_per_sentence_accepted_answers_green():

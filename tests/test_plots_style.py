@@ -118,3 +118,56 @@ def test_artists_that_are_not_drawn_are_not_judged():
     _ = b.plot([0, 1], [0, 1], color=OFF, visible=False)
     _ = b.text(0.5, 0.5, "hidden", fontsize=5, visible=False)
     assert plots.figure_rule_violations(fig) == []
+
+
+def test_a_figure_laid_out_cleanly_has_no_layout_problems():
+    fig, ax = plt.subplots(figsize=(6, 3), layout="constrained")
+    _ = ax.plot([0, 1, 2], [1, 3, 2], "o-", color=BLUE, label="line")
+    _ = ax.annotate("peak", (1, 3), xytext=(0, 6), textcoords="offset points", ha="center")
+    ax.set(xlabel="x (units)", ylabel="y (units)", title="clean", ylim=(0, 4))
+    fig.legend(loc="outside lower center")
+    assert plots.layout_problems(fig) == []
+
+
+def test_overprinting_texts_are_caught_with_their_words():
+    fig, ax = plt.subplots(figsize=(6, 3))
+    _ = ax.plot([1, 2], [1, 2], color=BLUE)
+    _ = ax.text(1.5, 1.5, "2/3 collapsed")
+    _ = ax.text(1.52, 1.5, "3/3 collapsed")
+    assert plots.layout_problems(fig) == ["text '2/3 collapsed' (text) overlaps text '3/3 collapsed' (text)"]
+
+
+def test_tick_labels_that_run_together_and_a_title_on_the_y_label_are_caught():
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.set_xticks([1, 1.05], ["1,000", "2,180"])
+    ax.set_xlim(0, 2)
+    assert any("'1,000' (x axis) overlaps text '2,180' (x axis)" in p for p in plots.layout_problems(fig))
+    fig, ax = plt.subplots(figsize=(6, 2), layout="constrained")
+    ax.set_ylabel("a y label far longer than the axes are tall, so it runs up into the title")
+    fig.suptitle("a title as wide as the whole figure, reaching over the y label on the left")
+    assert any("y axis" in p and "overlaps" in p for p in plots.layout_problems(fig))
+
+
+def test_a_legend_over_plotted_points_or_text_is_caught():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    _ = ax.plot([0, 1, 2, 3], [0, 1, 2, 3], "o", color=BLUE, label="points")
+    ax.set_ylim(-1, 3.3)
+    ax.legend(loc="upper right")  # right on top of the point (3, 3)
+    assert any(p.startswith("a legend covers a plotted point") for p in plots.layout_problems(fig))
+    fig, ax = plt.subplots(figsize=(4, 3))
+    _ = ax.plot([0, 1], [0, 0], "o", color=BLUE, label="points")
+    _ = ax.text(0.9, 0.9, "+11.0", transform=ax.transAxes, ha="right", va="top")
+    ax.legend(loc="upper right")
+    assert "a legend covers text '+11.0' (text)" in plots.layout_problems(fig)
+
+
+def test_a_marker_cut_by_the_frame_is_caught_and_a_cap_on_its_own_axis_is_not():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    _ = ax.plot([0, 1], [0.6, 0.725], "*", ms=14, color=BLUE, label="best")
+    ax.set_ylim(0.6, 0.73)  # the star at the top sticks out of the axes
+    assert plots.layout_problems(fig) == [
+        "a marker of 'best' in 'an axes' is cut by the axes' edge or lies outside them"]
+    fig, ax = plt.subplots(figsize=(4, 3))
+    _ = ax.errorbar([1, 2], [0.0, 0.5], yerr=[[0.0, 0.1], [0.0, 0.1]], fmt="none", capsize=3, color=BLUE)
+    ax.set(xlim=(0, 3), ylim=(0, 1))  # a zero-width interval's caps lie on the axis, which cuts nothing of them
+    assert plots.layout_problems(fig) == []

@@ -54,9 +54,39 @@ def test_bad_settings_are_refused_with_each_fields_name():
 
 
 def test_the_recipes_differ_only_where_the_course_says():
-    pretraining, fine_tuning = train.TrainConfig(), train.TrainConfig.fine_tuning(steps=40)
+    pretraining, fine_tuning = train.TrainConfig.pretraining(), train.TrainConfig.fine_tuning(steps=40)
     assert (pretraining.lr, fine_tuning.lr) == (3e-3, 5e-4)
     assert fine_tuning.keep_best == "accuracy" and fine_tuning.steps == 40 and pretraining.keep_best is None
+    # the shipped checkpoint's first stage (its results.json: 14,000 steps, 700 of warm-up), stopped at 30 minutes
+    assert (pretraining.steps, pretraining.warmup(), pretraining.minutes) == (14_000, 700, 30.0)
+    assert fine_tuning.minutes is None and train.TrainConfig().minutes is None
+
+
+def test_a_time_budget_stops_at_the_first_logged_step_after_it_and_scores_that_step(tiny_model, bert_tok, blocks,
+                                                                                    monkeypatch):
+    """Each step takes 1 s on a fake clock: with 0.1 minutes (6 s) and a row every 4 steps the run stops at
+    step 8 (the first logged step at or past 6 s), logs and evaluates it, and its rate is still part-way down the
+    100-step schedule."""
+    clock = [0.0]
+
+    def a_second_a_step(model, batch):
+        clock[0] += 1.0
+        return masked_lm_loss(model, batch)
+
+    monkeypatch.setattr(train.time, "perf_counter", lambda: clock[0])
+    heldout = frozen_eval_batches(blocks[:4], bert_tok, MaskSpec())
+    config = train.TrainConfig(steps=100, batch_size=4, warmup_ratio=0.0, log_every=4, eval_every=50, minutes=0.1)
+    done = train.train(quiet(tiny_model), training_batches(blocks, bert_tok, 4), a_second_a_step, config,
+                       evaluate=lambda m: evaluate_masked_lm(m, heldout), device="cpu")
+    assert done.steps == 8 and [(r["step"], r["split"]) for r in done.history] == [
+        (4, "train"), (8, "train"), (8, "eval")]
+    assert done.history[1]["lr"] == pytest.approx(3e-3 * (100 - 7) / 100)  # the rate of step 8: not decayed to 0
+
+
+@pytest.mark.parametrize("minutes", [0, -1.0])
+def test_a_time_budget_must_be_positive(minutes):
+    with pytest.raises(train.InvalidSettings, match="minutes"):
+        train.TrainConfig(minutes=minutes)
 
 
 def test_the_loop_trains_logs_and_evaluates_when_it_says(tiny_model, bert_tok, blocks):

@@ -57,8 +57,11 @@ def test_both_commands_hand_their_loop_their_shared_settings():
     assert (pre.lr, pre.max_grad_norm, pre.steps, pre.eval_every, pre.warmup_steps) == (2e-3, 0.5, 40, 7, 3)
     assert pre.keep_best is None  # pretraining keeps its last weights
     recipe = ("lr", "warmup_ratio", "warmup_steps", "weight_decay", "betas", "eps", "max_grad_norm", "batch_size")
-    for command, loop in ((PretrainConfig(), TrainConfig()), (FinetuneConfig(model="course"), TrainConfig.fine_tuning())):
+    for command, loop in ((PretrainConfig(), TrainConfig.pretraining()),
+                          (FinetuneConfig(model="course"), TrainConfig.fine_tuning())):
         assert {name: getattr(command, name) for name in recipe} == {name: getattr(loop, name) for name in recipe}
+    recipe = TrainConfig.pretraining()  # the schedule's length and the budget that stops the run part-way down it
+    assert (PretrainConfig().steps, PretrainConfig().minutes) == (recipe.steps, recipe.minutes)
 
 
 @pytest.mark.parametrize(("model", "lr"), [("course", 5e-4), ("random:tiny", 5e-4), ("random:small", 1e-4),

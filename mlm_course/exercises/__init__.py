@@ -7,6 +7,10 @@ Each chapter module (``ch01_why_log`` …) registers its exercises with :func:`r
 
 An answer left as ``...`` (the placeholder in the notebooks) is reported as "not answered yet", so a
 notebook runs top to bottom before the learner has done anything.
+
+Every prompt and every message a learner reads is a :class:`Text`, English and Chinese side by side; it prints in
+the notebook's language, chosen as the figures' is (:func:`mlm_course.plots.language.figure_language`: ``zh`` for
+the 中文版 in ``notebooks/zh/`` or with ``MLM_COURSE_LANG=zh``). A prompt or hint without its Chinese is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import importlib
 import inspect
 import math
 import pkgutil
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
@@ -22,23 +27,64 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-Grader = Callable[[Any], "str | None"]
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def language() -> str:
+    """``en`` or ``zh``: the language of the figures (:func:`~mlm_course.plots.language.figure_language`)."""
+    from mlm_course.plots.language import figure_language
+
+    return figure_language()
+
+
+@dataclass(frozen=True)
+class Text:
+    """A text a learner reads, in English and in simplified Chinese; ``str(text)`` is the one of :func:`language`."""
+
+    en: str
+    zh: str
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.en, str) and self.en.strip() and isinstance(self.zh, str) and _HAN.search(self.zh)):
+            raise ValueError(f"Text needs an English text and its Chinese translation, not {self.en!r}, {self.zh!r}.")
+
+    def __str__(self) -> str:
+        return self.zh if language() == "zh" else self.en
+
+
+def _as_text(value: Any, what: str) -> Text:
+    """``value`` if it is a :class:`Text`; a plain string (an untranslated text) is refused, naming ``what``."""
+    if not isinstance(value, Text):
+        raise ValueError(f"{what}: give it as Text(english, chinese), not {value!r}.")
+    return value
+
+
+Grader = Callable[[Any], "Text | None"]
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: ``grade(answer)`` returns None when right, else a hint for the learner.
+    """One exercise: ``grade(answer)`` returns None when right, else a hint for the learner (a :class:`Text`).
 
-    ``solution()`` builds the reference answer; ``wrong_answers`` are common mistakes that the tests prove
-    are rejected with a hint. ``choices`` are the (letter, text) options of a multiple-choice question.
+    ``text`` is the prompt in both languages; ``prompt`` the one to show. ``solution()`` builds the reference
+    answer; ``wrong_answers`` are common mistakes that the tests prove are rejected with a hint. ``choices`` are
+    the (letter, text) options of a multiple-choice question.
     """
 
     id: str
-    prompt: str
+    text: Text
     grade: Grader
     solution: Callable[[], Any]
     wrong_answers: tuple[Any, ...] = field(default=())
-    choices: tuple[tuple[str, str], ...] = field(default=())
+    choices: tuple[tuple[str, Text], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        _as_text(self.text, f"the prompt of exercise {self.id}")
+
+    @property
+    def prompt(self) -> str:
+        """The prompt in the notebook's language."""
+        return str(self.text)
 
 
 _REGISTRY: dict[str, Exercise] = {}
@@ -79,26 +125,39 @@ def all_exercises(chapter: str | None = None) -> list[Exercise]:
     return [ex for key, ex in sorted(_REGISTRY.items()) if chapter is None or key.split(".")[0] == chapter]
 
 
-def grade(exercise_id: str, answer: Any) -> str | None:
-    """None when ``answer`` is right, else the hint (no printing)."""
+NOT_ANSWERED = Text("not answered yet: replace the ... with your answer and run the cell again.",
+                    "尚未作答：把 ... 换成你的答案，再运行这个单元格。")
+
+
+def _hint(exercise: Exercise, answer: Any) -> Text | None:
+    """The grader's verdict on ``answer``; a grader that raises gives the "could not check" hint."""
     if answer is Ellipsis:
-        return "not answered yet: replace the ... with your answer and run the cell again."
-    exercise = get(exercise_id)
+        return NOT_ANSWERED
     try:
         return exercise.grade(answer)
     except Exception as exc:  # a malformed answer is a hint, not a crash
-        return f"could not check this answer ({type(exc).__name__}: {exc}). {exercise.prompt}"
+        error = f"{type(exc).__name__}: {exc}"
+        return Text(f"could not check this answer ({error}). {exercise.text.en}",
+                    f"无法检查这个答案（{error}）。{exercise.text.zh}")
+
+
+def grade(exercise_id: str, answer: Any) -> str | None:
+    """None when ``answer`` is right, else the hint in the notebook's language (no printing)."""
+    hint = _hint(get(exercise_id), answer)
+    return None if hint is None else str(hint)
 
 
 def check(exercise_id: str, answer: Any) -> None:
     """Print ✅ or the hint for ``answer`` (use :func:`grade` to get the verdict as a value)."""
-    hint = grade(exercise_id, answer)
+    hint = _hint(get(exercise_id), answer)
     if hint is None:
         _SOLVED.add(exercise_id)
-    verdict = f"✅ {exercise_id}: correct." if hint is None else f"❌ {exercise_id}: {hint}"
+        verdict = Text(f"✅ {exercise_id}: correct.", f"✅ {exercise_id}：正确。")
+    else:
+        verdict = Text(f"❌ {exercise_id}: {hint.en}", f"❌ {exercise_id}：{hint.zh}")
     # one write, not print(): print writes the text and its "\n" separately, and a kernel that flushes its
     # output buffer in between stores the line as two output chunks
-    sys.stdout.write(verdict + "\n")
+    sys.stdout.write(f"{verdict}\n")
 
 
 def solution(exercise_id: str) -> Any:
@@ -119,23 +178,36 @@ def solution_source(exercise_id: str) -> str:
     return textwrap.dedent(inspect.getsource(reference))
 
 
-def multiple_choice(exercise_id: str, question: str, options: dict[str, str], correct: str,
-                    hints: dict[str, str]) -> Exercise:
+def _choice_prompt(question: Text, options: dict[str, Text]) -> Text:
+    """The question, its lettered options and the request for one letter, in each language."""
+    letters = ", ".join(options)
+
+    def lines(lang: str, ask: str) -> str:
+        return "\n".join([getattr(question, lang), *(f"  ({letter}) {getattr(text, lang)}"
+                                                     for letter, text in options.items()), ask])
+
+    return Text(lines("en", f"Answer with one letter: {letters}."), lines("zh", f"请用一个字母作答：{letters}。"))
+
+
+def multiple_choice(exercise_id: str, question: Text, options: dict[str, Text], correct: str,
+                    hints: dict[str, Text]) -> Exercise:
     """Register an "explain why" question: the learner passes the letter of the best explanation, and each wrong
     letter gets its hint, which names the misconception behind it."""
     if correct not in options or set(hints) != set(options) - {correct}:
         raise ValueError(f"{exercise_id}: give one hint for every option except the correct one ({correct!r}).")
+    for letter, text in (*options.items(), *hints.items()):
+        _as_text(text, f"{exercise_id} ({letter})")
     letters = ", ".join(options)
-    prompt = "\n".join([question, *(f"  ({letter}) {text}" for letter, text in options.items()),
-                         f"Answer with one letter: {letters}."])
 
-    def grade(answer: Any) -> str | None:
+    def grade(answer: Any) -> Text | None:
         letter = str(answer).strip().strip("()").lower()
         if letter not in options:
-            return f"answer with one of the letters {letters} (a string such as 'a'), not {answer!r}."
+            return Text(f"answer with one of the letters {letters} (a string such as 'a'), not {answer!r}.",
+                        f"请用字母 {letters} 中的一个作答（一个字符串，如 'a'），而不是 {answer!r}。")
         return None if letter == correct else hints[letter]
 
     wrong = (*(letter for letter in options if letter != correct), "z")
+    prompt = _choice_prompt(_as_text(question, exercise_id), options)
     return register(Exercise(exercise_id, prompt, grade, lambda: correct, wrong, tuple(options.items())))
 
 
@@ -185,8 +257,8 @@ def _wrong_entries(name: str, answer: float, wrong: Any, tol: tuple[float, float
     if not entries:
         raise ValueError(f"{name}: declare at least one common wrong value with its hint.")
     for i, (key, hint) in enumerate(entries):
-        if not isinstance(hint, str) or not hint:
-            raise ValueError(f"{name}: give the wrong value {key!r} a hint (a non-empty string), not {hint!r}.")
+        if not isinstance(hint, Text):
+            raise ValueError(f"{name}: give the wrong value {key!r} a hint, Text(english, chinese), not {hint!r}.")
         example = _example(key, whole)
         if not _caught(key, example, *tol):  # a fraction, or an empty band
             raise ValueError(f"{name}: the wrong value {key!r} holds no {'whole ' if whole else ''}number, as the "
@@ -201,9 +273,9 @@ def _wrong_entries(name: str, answer: float, wrong: Any, tol: tuple[float, float
     return entries
 
 
-def numeric_grader(name: str, answer: float, *, wrong: Mapping[Any, str] | Sequence[tuple[Any, str]],
-                   fallback: str, rel_tol: float | None = None, abs_tol: float | None = None,
-                   whole: bool | None = None, not_whole: str | None = None) -> tuple[Grader, tuple[Any, ...]]:
+def numeric_grader(name: str, answer: float, *, wrong: Mapping[Any, Text] | Sequence[tuple[Any, Text]],
+                   fallback: Text, rel_tol: float | None = None, abs_tol: float | None = None,
+                   whole: bool | None = None, not_whole: Text | None = None) -> tuple[Grader, tuple[Any, ...]]:
     """The grader of a number and the wrong answers that prove it, from one declaration.
 
     The grader accepts ``answer`` within ``rel_tol``/``abs_tol`` (default 1e-4/1e-6, as ``math.isclose``), returns
@@ -220,16 +292,20 @@ def numeric_grader(name: str, answer: float, *, wrong: Mapping[Any, str] | Seque
                          "or pass whole=False.")
     tol = (0.0, 0.0) if whole else (1e-4 if rel_tol is None else rel_tol, 1e-6 if abs_tol is None else abs_tol)
     entries = _wrong_entries(name, answer, wrong, tol, whole)
+    _as_text(fallback, f"{name}: the fallback hint")
+    if not_whole is not None:
+        _as_text(not_whole, f"{name}: the not_whole hint")
 
-    def hint_for(value: float) -> str | None:
+    def hint_for(value: float) -> Text | None:
         if math.isclose(value, answer, rel_tol=tol[0], abs_tol=tol[1]):
             return None
         return next((hint for key, hint in entries if _caught(key, value, *tol)), fallback)
 
-    def grade(given: Any) -> str | None:
+    def grade(given: Any) -> Text | None:
         if not whole:
             return hint_for(float(given))
-        fraction = not_whole or f"the answer is a whole number; {given!r} is not one."
+        fraction = not_whole or Text(f"the answer is a whole number; {given!r} is not one.",
+                                     f"答案是一个整数；{given!r} 不是整数。")
         if isinstance(given, float) and not given.is_integer():  # inf and nan too
             return fraction
         value = int(given)  # a string or a tensor too
@@ -243,8 +319,8 @@ def numeric_grader(name: str, answer: float, *, wrong: Mapping[Any, str] | Seque
     return grade, examples
 
 
-def numeric(exercise_id: str, prompt: str, answer: float, *, wrong: Mapping[Any, str] | Sequence[tuple[Any, str]],
-            fallback: str, **tolerance: Any) -> Exercise:
+def numeric(exercise_id: str, prompt: Text, answer: float, *,
+            wrong: Mapping[Any, Text] | Sequence[tuple[Any, Text]], fallback: Text, **tolerance: Any) -> Exercise:
     """Register a number-answer exercise declared as data: the answer, its tolerance (``rel_tol``, ``abs_tol``,
     ``whole``, ``not_whole``: see :func:`numeric_grader`) and ``{common wrong value: its hint}``."""
     grade, wrong_answers = numeric_grader(exercise_id, answer, wrong=wrong, fallback=fallback, **tolerance)
@@ -270,5 +346,5 @@ def unsolved(chapter: str | None = None) -> list[str]:
     return [ex.id for ex in all_exercises(chapter) if ex.id not in _SOLVED]
 
 
-__all__ = ["Exercise", "register", "get", "all_exercises", "grade", "check", "solution", "solution_source",
+__all__ = ["Text", "language", "Exercise", "register", "get", "all_exercises", "grade", "check", "solution", "solution_source",
            "unsolved", "multiple_choice", "numeric", "numeric_grader", "Near", "Between", "one_torch_thread"]

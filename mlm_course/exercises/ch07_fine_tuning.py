@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from transformers import BertConfig
 
 from mlm_course.bert import BertClassifier
-from mlm_course.exercises import Exercise, multiple_choice, numeric_grader, register
+from mlm_course.exercises import Exercise, Text, multiple_choice, numeric_grader, register
 from mlm_course.exercises.amp_step_check import amp_slipped_step, grade_amp_step
 from mlm_course.exercises.step_check import StepExercise, grade_step, slipped_step
 from mlm_course.finetune import classification_loss, encode, pad_batch
@@ -64,15 +64,22 @@ _STEP_71 = StepExercise(
     loss_name="finetune.classification_loss",
     loss_slips=(
         (_without_attention_mask,
-         "the model was run without the attention mask, so every sentence attended to its padding: a batch padded "
-         "to its longest sentence changes the shorter ones' logits. Pass batch['attention_mask'] to the model."),
+         Text("the model was run without the attention mask, so every sentence attended to its padding: a batch padded "
+              "to its longest sentence changes the shorter ones' logits. Pass batch['attention_mask'] to the model.",
+              "运行模型时没有传入注意力掩码，于是每个句子都关注了自己的填充：一个按最长句子填充的批量"
+              "会改变较短句子的 logits。把 batch['attention_mask'] 传给模型。")),
         (_on_the_cls_hidden_state,
-         "the loss was taken on the [CLS] hidden state (its hidden-size numbers read as scores of as many "
-         "classes), not on the classifier's logits: the pooler and the classifier never learn. Use model(input_ids, "
-         "attention_mask), which ends in the classification head."),
+         Text("the loss was taken on the [CLS] hidden state (its hidden-size numbers read as scores of as many "
+              "classes), not on the classifier's logits: the pooler and the classifier never learn. Use model(input_ids, "
+              "attention_mask), which ends in the classification head.",
+              "损失是在 [CLS] 隐藏状态上计算的（把它隐藏维度那么多个数当成同样多个类别的分数），"
+              "而不是在分类器的 logits 上：池化层和分类器永远学不到东西。用 model(input_ids, attention_mask)，"
+              "它以分类头结束。")),
         (_on_probabilities,
-         "the loss was taken on probabilities (softmax of the logits): F.cross_entropy applies log-softmax itself, "
-         "so pass it the logits."),
+         Text("the loss was taken on probabilities (softmax of the logits): F.cross_entropy applies log-softmax itself, "
+              "so pass it the logits.",
+              "损失是在概率（logits 的 softmax）上计算的：F.cross_entropy 自己会做 log-softmax，"
+              "所以要把 logits 传给它。")),
     ),
     fall=0.3,
 )
@@ -97,13 +104,19 @@ def _solution_71():
 
 register(Exercise(
     id="07.1",
-    prompt=("Write my_finetune_step(model, batch, optimizer, scheduler) -> loss: one fine-tuning step of the course's "
-            "BertClassifier (forward(input_ids, attention_mask) -> (batch, classes) logits) on a padded batch from "
-            "finetune.pad_batch (input_ids, attention_mask, labels): cross-entropy of the logits against the labels, "
-            "backward, clip the gradient norm to 1.0, the optimiser's step, the scheduler's step, zero the "
-            "gradients; return the loss. Checked against steps.training_step with finetune.classification_loss on a "
-            "copy of the same model (which comes in eval mode), with the same dropout masks: the same loss, the "
-            "same clipped gradients and learning rate for 3 steps, and a loss that falls over 20."),
+    text=(Text("Write my_finetune_step(model, batch, optimizer, scheduler) -> loss: one fine-tuning step of the course's "
+                 "BertClassifier (forward(input_ids, attention_mask) -> (batch, classes) logits) on a padded batch from "
+                 "finetune.pad_batch (input_ids, attention_mask, labels): cross-entropy of the logits against the labels, "
+                 "backward, clip the gradient norm to 1.0, the optimiser's step, the scheduler's step, zero the "
+                 "gradients; return the loss. Checked against steps.training_step with finetune.classification_loss on a "
+                 "copy of the same model (which comes in eval mode), with the same dropout masks: the same loss, the "
+                 "same clipped gradients and learning rate for 3 steps, and a loss that falls over 20.",
+                 "编写 my_finetune_step(model, batch, optimizer, scheduler) -> loss：课程的 BertClassifier"
+                 "（forward(input_ids, attention_mask) -> (batch, classes) 的 logits）在一个来自 finetune.pad_batch 的"
+                 "填充批量（input_ids、attention_mask、labels）上的一个微调步：logits 对标签的交叉熵，反向传播，"
+                 "把梯度范数裁剪到 1.0，优化器的一步，调度器的一步，把梯度清零；返回损失。对照 steps.training_step "
+                 "和 finetune.classification_loss 在同一模型的副本上检查（模型以 eval 模式传入），dropout 掩码相同："
+                 "前 3 步的损失、裁剪后的梯度和学习率都相同，并且损失在 20 步内下降。")),
     grade=partial(grade_step, _STEP_71),
     solution=_solution_71,
     wrong_answers=(
@@ -123,28 +136,35 @@ _GRADE_F1_72, _WRONG_F1_72 = numeric_grader(
     "07.2", _F1_72,
     wrong={
         2 * 40 / (2 * 40 + 5 + 10):
-            "that is the F1 of the negative class; F1 here is for the positive class (row 1, column 1 = 45).",
+            Text("that is the F1 of the negative class; F1 here is for the positive class (row 1, column 1 = 45).",
+                 "这是负类的 F1；这里的 F1 针对正类（第 1 行第 1 列 = 45）。"),
         (45 / 55, 45 / 50):
-            "that is precision (45/55) or recall (45/50) alone; F1 is their harmonic mean, 2·TP / (2·TP + FP + FN).",
+            Text("that is precision (45/55) or recall (45/50) alone; F1 is their harmonic mean, 2·TP / (2·TP + FP + FN).",
+                 "这只是精确率（45/55）或召回率（45/50）；F1 是它们的调和平均，2·TP / (2·TP + FP + FN)。"),
         (45 / 55 + 45 / 50) / 2:
-            "the arithmetic mean of precision and recall is not F1: use the harmonic mean, 2PR / (P + R).",
+            Text("the arithmetic mean of precision and recall is not F1: use the harmonic mean, 2PR / (P + R).",
+                 "精确率和召回率的算术平均不是 F1：用调和平均，2PR / (P + R)。"),
     },
-    fallback="F1 of the positive class = 2·TP / (2·TP + FP + FN) with TP = 45, FP = 10, FN = 5.",
+    fallback=Text("F1 of the positive class = 2·TP / (2·TP + FP + FN) with TP = 45, FP = 10, FN = 5.",
+                  "正类的 F1 = 2·TP / (2·TP + FP + FN)，其中 TP = 45，FP = 10，FN = 5。"),
     rel_tol=1e-9, abs_tol=1e-3,  # math.isclose's default rel_tol
 )
 
 
-def _grade_72(answer) -> str | None:
+def _grade_72(answer) -> Text | None:
     accuracy, f1 = (float(x) for x in answer)
     if not math.isclose(accuracy, _ACC_72, abs_tol=1e-3):
-        return "accuracy is the diagonal over everything: (40 + 45) / 100."
+        return Text("accuracy is the diagonal over everything: (40 + 45) / 100.",
+                    "准确率是对角线除以全部：(40 + 45) / 100。")
     return _GRADE_F1_72(f1)
 
 
 register(Exercise(
     id="07.2",
-    prompt=(f"Confusion matrix {_CONFUSION_72} (rows = true negative/positive, columns = predicted). Give "
-            "(accuracy, F1 of the positive class)."),
+    text=(Text(f"Confusion matrix {_CONFUSION_72} (rows = true negative/positive, columns = predicted). Give "
+                 "(accuracy, F1 of the positive class).",
+                 f"混淆矩阵 {_CONFUSION_72}（行 = 真实的负类/正类，列 = 预测）。给出"
+                 "（准确率，正类的 F1）。")),
     grade=_grade_72,
     solution=lambda: (_ACC_72, _F1_72),
     wrong_answers=(*((_ACC_72, f1) for f1 in _WRONG_F1_72), (0.45, _F1_72)),
@@ -164,7 +184,7 @@ def _tiny_classifier():
     return BertClassifier(config, num_labels=2, seed=6).eval()
 
 
-def _grade_73(fn) -> str | None:
+def _grade_73(fn) -> Text | None:
     model = _tiny_classifier()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 50, (3, 7), generator=g)
@@ -176,11 +196,13 @@ def _grade_73(fn) -> str | None:
         expected = model(ids, mask)
         got = torch.as_tensor(fn(hidden, model))
     if got.shape != expected.shape:
-        return f"return logits of shape (batch, num_labels) = {tuple(expected.shape)}, got {tuple(got.shape)}."
+        return Text(f"return logits of shape (batch, num_labels) = {tuple(expected.shape)}, got {tuple(got.shape)}.",
+                    f"返回形状为 (batch, num_labels) = {tuple(expected.shape)} 的 logits，而你的是 {tuple(got.shape)}。")
     if torch.allclose(got, expected, atol=1e-5):
         return None
     return next((hint for wrong, hint in _WRONG_73 if torch.allclose(got, wrong(hidden, model), atol=1e-5)),
-                "logits = classifier(tanh(pooler.dense(hidden_states[:, 0]))) (dropout is off in eval mode).")
+                Text("logits = classifier(tanh(pooler.dense(hidden_states[:, 0]))) (dropout is off in eval mode).",
+                     "logits = classifier(tanh(pooler.dense(hidden_states[:, 0])))（在 eval 模式下 dropout 关闭）。"))
 
 
 def _solution_73():
@@ -193,16 +215,21 @@ def _solution_73():
 
 _WRONG_73 = (  # (a common wrong head, its hint)
     (lambda h, m: m.classifier(h[:, 0]),
-     "BERT's head first passes h_[CLS] through the pooler: tanh(pooler.dense(h)). You skipped it."),
+     Text("BERT's head first passes h_[CLS] through the pooler: tanh(pooler.dense(h)). You skipped it.",
+          "BERT 的头先让 h_[CLS] 经过池化层：tanh(pooler.dense(h))。你跳过了它。")),
     (lambda h, m: m.classifier(torch.tanh(m.pooler.dense(h.mean(1)))),
-     "the pooler reads the [CLS] position only (hidden_states[:, 0]), not the mean over tokens."),
-    (lambda h, m: m.classifier(m.pooler.dense(h[:, 0])), "the pooler ends with tanh: tanh(pooler.dense(h_[CLS]))."),
+     Text("the pooler reads the [CLS] position only (hidden_states[:, 0]), not the mean over tokens.",
+          "池化层只读 [CLS] 位置（hidden_states[:, 0]），而不是词元上的平均。")),
+    (lambda h, m: m.classifier(m.pooler.dense(h[:, 0])), Text("the pooler ends with tanh: tanh(pooler.dense(h_[CLS])).",
+                                                              "池化层以 tanh 结束：tanh(pooler.dense(h_[CLS]))。")),
 )
 
 register(Exercise(
     id="07.3",
-    prompt=("Write head(hidden_states, model) -> logits: the head of the course's BertClassifier (model.pooler, "
-            "model.classifier; section 3) from the encoder's last hidden states (batch, seq, hidden), in eval mode."),
+    text=(Text("Write head(hidden_states, model) -> logits: the head of the course's BertClassifier (model.pooler, "
+                 "model.classifier; section 3) from the encoder's last hidden states (batch, seq, hidden), in eval mode.",
+                 "编写 head(hidden_states, model) -> logits：课程的 BertClassifier 的头（model.pooler、"
+                 "model.classifier；第 3 节），输入是编码器最后的隐藏状态 (batch, seq, hidden)，在 eval 模式下。")),
     grade=_grade_73,
     solution=_solution_73,
     wrong_answers=tuple(wrong for wrong, _ in _WRONG_73),
@@ -216,7 +243,7 @@ def _padding(batches, lengths) -> int:
     return sum(len(b) * int(lengths[b].max()) - int(lengths[b].sum()) for b in batches)
 
 
-def _grade_74(fn) -> str | None:
+def _grade_74(fn) -> Text | None:
     lengths, batch_size = _LENGTHS_74.clone(), 16
     runs = []
     for seed in (0, 1, 0):
@@ -226,18 +253,24 @@ def _grade_74(fn) -> str | None:
     flat = sorted(i for b in batches for i in b)
     if flat != list(range(len(lengths))):
         missing = len(lengths) - len(set(flat))
-        return (f"every example must appear exactly once per epoch ({missing} missing or some twice): keep the last, "
-                "smaller batch instead of dropping it.")
+        return (Text(f"every example must appear exactly once per epoch ({missing} missing or some twice): keep the last, "
+                     "smaller batch instead of dropping it.",
+                     f"每个样本每轮必须恰好出现一次（{missing} 个缺失或有的出现两次）：保留最后那个较小的批量，"
+                     "不要丢掉它。"))
     if any(len(b) > batch_size or not b for b in batches):
-        return f"each batch holds between 1 and {batch_size} examples."
+        return Text(f"each batch holds between 1 and {batch_size} examples.", f"每个批量有 1 到 {batch_size} 个样本。")
     random_batches = torch.randperm(len(lengths), generator=torch.Generator().manual_seed(0)).split(batch_size)
     if _padding(batches, lengths) > 0.25 * _padding([b.tolist() for b in random_batches], lengths):
-        return "batches mix short and long sentences: sort by length (within pools of many batches) before cutting."
+        return Text("batches mix short and long sentences: sort by length (within pools of many batches) before cutting.",
+                    "批量里混着短句和长句：切分之前先（在由许多批量组成的池内）按长度排序。")
     if runs[0] == runs[1]:
-        return ("a different generator seed gives the very same batches: shuffle (the pools and the batch order) "
-                "with the generator, or every epoch sees the same batches in the same order.")
+        return (Text("a different generator seed gives the very same batches: shuffle (the pools and the batch order) "
+                     "with the generator, or every epoch sees the same batches in the same order.",
+                     "换一个 generator 的随机种子却得到完全相同的批量：用 generator 打乱（池和批量顺序），"
+                     "否则每一轮都以相同的顺序看到相同的批量。"))
     if runs[0] != runs[2]:
-        return "the same seed must give the same batches: draw every random number from the generator you are given."
+        return Text("the same seed must give the same batches: draw every random number from the generator you are given.",
+                    "相同的随机种子必须得到相同的批量：每个随机数都从传给你的 generator 中抽取。")
     return None
 
 
@@ -271,9 +304,11 @@ def _drop_last(lengths, batch_size, generator):
 
 register(Exercise(
     id="07.4",
-    prompt=("Write bucket_batches(lengths, batch_size, generator) -> list of index lists: every example once, "
-            "batches of similar lengths (little padding), a different order for a different seed, no Python loop "
-            "over examples."),
+    text=(Text("Write bucket_batches(lengths, batch_size, generator) -> list of index lists: every example once, "
+                 "batches of similar lengths (little padding), a different order for a different seed, no Python loop "
+                 "over examples.",
+                 "编写 bucket_batches(lengths, batch_size, generator) -> 下标列表组成的列表：每个样本恰好一次，"
+                 "批量内长度相近（填充少），不同的随机种子给出不同的顺序，不用对样本的 Python 循环。")),
     grade=_grade_74,
     solution=_solution_74,
     wrong_answers=(_sorted_only, _random_batches, _drop_last),
@@ -282,53 +317,81 @@ register(Exercise(
 # ---- 07.5: explain why MiniLM's lead does not measure masked-LM pretraining -----------------------------------------
 multiple_choice(
     "07.5",
-    "Fine-tuned with the same recipe, MiniLM-L6 reaches 83.7 % test accuracy and the course checkpoint 76.3 %. "
-    "Why is this gap no evidence that masked-LM pretraining is what pays?",
+    Text("Fine-tuned with the same recipe, MiniLM-L6 reaches 83.7 % test accuracy and the course checkpoint 76.3 %. "
+         "Why is this gap no evidence that masked-LM pretraining is what pays?",
+         "用同样的配方微调，MiniLM-L6 的测试准确率达到 83.7 %，课程检查点是 76.3 %。"
+         "为什么这个差距不能证明带来收益的是掩码语言模型预训练？"),
     {
-        "a": "Because MiniLM differs in much more than the objective: it was distilled from a larger model, then "
-             "trained contrastively on about 1 B sentence pairs, with 15× the parameters.",
-        "b": "Because the gap is within the noise of a test set of 1,057 sentences: a 95 % interval at that size is "
-             "wider than the 7.4 points between the two models.",
-        "c": "Because MiniLM was fine-tuned for more epochs than the course checkpoint, and the extra passes over "
-             "the labelled sentences, not anything it learned before, bought its lead.",
-        "d": "Because the test set was used to pick each model's best checkpoint, so 83.7 % is MiniLM's luckiest "
-             "test score, not a fair estimate of its accuracy.",
+        "a": Text("Because MiniLM differs in much more than the objective: it was distilled from a larger model, then "
+                  "trained contrastively on about 1 B sentence pairs, with 15× the parameters.",
+                  "因为 MiniLM 与课程模型的差别远不止目标函数：它从一个更大的模型蒸馏而来，"
+                  "然后在约 1 B 个句子对上做对比训练，参数是课程模型的 15 倍。"),
+        "b": Text("Because the gap is within the noise of a test set of 1,057 sentences: a 95 % interval at that size is "
+                  "wider than the 7.4 points between the two models.",
+                  "因为这个差距在 1,057 个句子的测试集的噪声之内：这个规模下的 95 % 区间比两个模型之间的 7.4 个百分点还宽。"),
+        "c": Text("Because MiniLM was fine-tuned for more epochs than the course checkpoint, and the extra passes over "
+                  "the labelled sentences, not anything it learned before, bought its lead.",
+                  "因为 MiniLM 微调的轮数比课程检查点多，是在有标签句子上多出的那几遍，而不是它之前学到的任何东西，"
+                  "让它领先。"),
+        "d": Text("Because the test set was used to pick each model's best checkpoint, so 83.7 % is MiniLM's luckiest "
+                  "test score, not a fair estimate of its accuracy.",
+                  "因为测试集被用来为每个模型挑选最好的检查点，所以 83.7 % 是 MiniLM 最幸运的测试分数，"
+                  "而不是对它准确率的公正估计。"),
     },
     "a",
     {
-        "b": "one 95 % interval at 80 % accuracy on 1,057 sentences is about ±2.4 points (the dot plot's bars); 7.4 "
-             "points is far outside it. The gap is real; the question is what caused it.",
-        "c": "it had fewer: one epoch against two (section 6 prints them), which can only have hurt MiniLM. Look at "
-             "how MiniLM itself was trained (section 3).",
-        "d": "every model is chosen on dev and test is scored once (section 5), the same rule for all rows.",
+        "b": Text("one 95 % interval at 80 % accuracy on 1,057 sentences is about ±2.4 points (the dot plot's bars); 7.4 "
+                  "points is far outside it. The gap is real; the question is what caused it.",
+                  "在 1,057 个句子上、准确率 80 % 时，95 % 区间约为 ±2.4 个百分点（点图中的误差棒）；"
+                  "7.4 个百分点远在其外。差距是真实的；问题是什么造成了它。"),
+        "c": Text("it had fewer: one epoch against two (section 6 prints them), which can only have hurt MiniLM. Look at "
+                  "how MiniLM itself was trained (section 3).",
+                  "它的轮数更少：一轮对两轮（第 6 节打印了它们），这只可能拖 MiniLM 的后腿。"
+                  "看看 MiniLM 本身是怎么训练的（第 3 节）。"),
+        "d": Text("every model is chosen on dev and test is scored once (section 5), the same rule for all rows.",
+                  "每个模型都在开发集上挑选，测试集只计分一次（第 5 节），所有行都用同一规则。"),
     },
 )
 
 # ---- 07.6: explain why MiniLM is at chance on zero-shot word order ----------------------------------------------------
 multiple_choice(
     "07.6",
-    "Zero-shot, the course checkpoint gives the real sentence the higher pseudo-log-likelihood in 96.0 % of the word-"
-    "order test pairs; MiniLM-L6, a far stronger encoder, in 50.0 % (95 % interval 44.4-55.6 %). Why is MiniLM at "
-    "chance?",
+    Text("Zero-shot, the course checkpoint gives the real sentence the higher pseudo-log-likelihood in 96.0 % of the word-"
+         "order test pairs; MiniLM-L6, a far stronger encoder, in 50.0 % (95 % interval 44.4-55.6 %). Why is MiniLM at "
+         "chance?",
+         "零样本时，课程检查点在 96.0 % 的词序测试对中给真实句子更高的伪对数似然；"
+         "MiniLM-L6 这个强得多的编码器只有 50.0 %（95 % 区间 44.4-55.6 %）。为什么 MiniLM 处在随机水平？"),
     {
-        "a": "Because MiniLM never read Austen or Wikipedia, so this 19th-century and encyclopaedic English is "
-             "foreign to it, and its word probabilities for it are poor.",
-        "b": "Because MiniLM ships without a masked-LM head, so loading it as a masked LM initialises the head at "
-             "random: every PLL is noise, however good the encoder is.",
-        "c": "Because PLL is biased towards short sentences, and MiniLM's tokenizer cuts the corrupted copies into "
-             "fewer pieces than the real ones, so they win about half the pairs.",
-        "d": "Because a 6-layer model is too shallow to represent word order: its attention cannot tell a sentence "
-             "from a shuffled copy of the same words.",
+        "a": Text("Because MiniLM never read Austen or Wikipedia, so this 19th-century and encyclopaedic English is "
+                  "foreign to it, and its word probabilities for it are poor.",
+                  "因为 MiniLM 从没读过奥斯汀或维基百科，这种 19 世纪的英语和百科式的英语对它来说很陌生，"
+                  "它给这些文本的词概率很差。"),
+        "b": Text("Because MiniLM ships without a masked-LM head, so loading it as a masked LM initialises the head at "
+                  "random: every PLL is noise, however good the encoder is.",
+                  "因为 MiniLM 发布时没有掩码语言模型头，把它当作掩码语言模型加载时这个头是随机初始化的："
+                  "不管编码器多好，每个伪对数似然都是噪声。"),
+        "c": Text("Because PLL is biased towards short sentences, and MiniLM's tokenizer cuts the corrupted copies into "
+                  "fewer pieces than the real ones, so they win about half the pairs.",
+                  "因为伪对数似然偏向短句，而 MiniLM 的分词器把被打乱的副本切成的子词比真实句子少，"
+                  "所以它们赢了大约一半的测试对。"),
+        "d": Text("Because a 6-layer model is too shallow to represent word order: its attention cannot tell a sentence "
+                  "from a shuffled copy of the same words.",
+                  "因为 6 层的模型太浅，无法表示词序：它的注意力分不清一个句子和同样这些词打乱后的副本。"),
     },
     "b",
     {
-        "a": "MiniLM's training text (its teacher's pretraining corpus, then about 1 B sentence pairs) is far larger "
-             "than ours and covers this English; and the fine-tuned rows show its encoder is strong. Ask what turns "
-             "its hidden states into the word probabilities that PLL adds up.",
-        "c": "a swap or a shuffle moves words without changing them, so both versions of a sentence have exactly the "
-             "same tokens and the same length: PLL compares like with like here.",
-        "d": "the course checkpoint has 2 layers and reaches 96.0 %. Depth is not the problem; look at the loading "
-             "report: which weights were missing?",
+        "a": Text("MiniLM's training text (its teacher's pretraining corpus, then about 1 B sentence pairs) is far larger "
+                  "than ours and covers this English; and the fine-tuned rows show its encoder is strong. Ask what turns "
+                  "its hidden states into the word probabilities that PLL adds up.",
+                  "MiniLM 的训练文本（它老师的预训练语料，再加约 1 B 个句子对）比我们的大得多，也涵盖这种英语；"
+                  "而微调那几行说明它的编码器很强。问问是什么把它的隐藏状态变成了伪对数似然要相加的词概率。"),
+        "c": Text("a swap or a shuffle moves words without changing them, so both versions of a sentence have exactly the "
+                  "same tokens and the same length: PLL compares like with like here.",
+                  "交换或打乱只移动词而不改变它们，所以一个句子的两个版本有完全相同的词元和相同的长度："
+                  "在这里伪对数似然比较的是同类。"),
+        "d": Text("the course checkpoint has 2 layers and reaches 96.0 %. Depth is not the problem; look at the loading "
+                  "report: which weights were missing?",
+                  "课程检查点只有 2 层，却达到 96.0 %。深度不是问题；看看加载报告：缺了哪些权重？"),
     },
 )
 
@@ -357,17 +420,27 @@ def _solution_77():
 
 register(Exercise(
     id="07.7",
-    prompt=("Write my_amp_step(model, batch, optimizer, scheduler, scaler, device, dtype) -> loss: one mixed-precision "
-            "step of the course's BertClassifier, as on a GPU. Move every tensor of the batch (on the CPU) to device "
-            "with .to(device); run the model on (input_ids, attention_mask) under torch.autocast(device_type="
-            "device.type, dtype=dtype); take the loss in float32, F.cross_entropy(logits.float(), labels) (as "
-            "finetune.classification_loss); scaler.scale(loss).backward(); scaler.unscale_(optimizer); clip the "
-            "gradient norm to 1.0; scaler.step(optimizer); scaler.update(); scheduler.step(); "
-            "optimizer.zero_grad(set_to_none=True); return the loss. Checked on the CPU against a reference step on "
-            "copies of 07.1's model and batch: four float16 steps with GradScaler('cpu', init_scale=2**10, "
-            "growth_interval=1), the third with the scale set to 2**40 so that its gradients overflow (its update "
-            "must be skipped), then one bfloat16 step with a disabled scaler; the same logits dtype, loss, applied "
-            "gradients, learning rate and scale at every step."),
+    text=(Text("Write my_amp_step(model, batch, optimizer, scheduler, scaler, device, dtype) -> loss: one mixed-precision "
+                 "step of the course's BertClassifier, as on a GPU. Move every tensor of the batch (on the CPU) to device "
+                 "with .to(device); run the model on (input_ids, attention_mask) under torch.autocast(device_type="
+                 "device.type, dtype=dtype); take the loss in float32, F.cross_entropy(logits.float(), labels) (as "
+                 "finetune.classification_loss); scaler.scale(loss).backward(); scaler.unscale_(optimizer); clip the "
+                 "gradient norm to 1.0; scaler.step(optimizer); scaler.update(); scheduler.step(); "
+                 "optimizer.zero_grad(set_to_none=True); return the loss. Checked on the CPU against a reference step on "
+                 "copies of 07.1's model and batch: four float16 steps with GradScaler('cpu', init_scale=2**10, "
+                 "growth_interval=1), the third with the scale set to 2**40 so that its gradients overflow (its update "
+                 "must be skipped), then one bfloat16 step with a disabled scaler; the same logits dtype, loss, applied "
+                 "gradients, learning rate and scale at every step.",
+                 "编写 my_amp_step(model, batch, optimizer, scheduler, scaler, device, dtype) -> loss：课程的 BertClassifier "
+                 "像在 GPU 上那样的一个混合精度训练步。用 .to(device) 把批量中（在 CPU 上的）每个张量移到 device；"
+                 "在 torch.autocast(device_type=device.type, dtype=dtype) 下对 (input_ids, attention_mask) 运行模型；"
+                 "用 float32 计算损失，F.cross_entropy(logits.float(), labels)（与 finetune.classification_loss 相同）；"
+                 "scaler.scale(loss).backward()；scaler.unscale_(optimizer)；把梯度范数裁剪到 1.0；"
+                 "scaler.step(optimizer)；scaler.update()；scheduler.step()；optimizer.zero_grad(set_to_none=True)；"
+                 "返回损失。在 CPU 上对照参考训练步检查，用的是 07.1 的模型和批量的副本：先用 "
+                 "GradScaler('cpu', init_scale=2**10, growth_interval=1) 做四步 float16，其中第三步把缩放因子设为 2**40，"
+                 "使梯度溢出（必须跳过这一步的更新），然后用禁用的 scaler 做一步 bfloat16；每一步的 logits dtype、损失、"
+                 "实际应用的梯度、学习率和缩放因子都要相同。")),
     grade=partial(grade_amp_step, _setup_71),
     solution=_solution_77,
     wrong_answers=(

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from mlm_course import steps
-from mlm_course.exercises import one_torch_thread
+from mlm_course.exercises import Text, one_torch_thread
 
 Batch = dict[str, torch.Tensor]
 Step = Callable[[nn.Module, Batch, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler], object]
@@ -43,7 +43,7 @@ class StepExercise:
     build: Callable[[], tuple[nn.Module, Batch]]
     loss_fn: Callable[[nn.Module, Batch], torch.Tensor]
     loss_name: str
-    loss_slips: tuple[tuple[Callable[[nn.Module, Batch], torch.Tensor], str], ...]
+    loss_slips: tuple[tuple[Callable[[nn.Module, Batch], torch.Tensor], Text], ...]
     fall: float
 
 
@@ -115,7 +115,7 @@ def _reference(exercise: StepExercise, norms: list[float]) -> Step:
     return reference_step
 
 
-def grade_step(exercise: StepExercise, fn: Step) -> str | None:
+def grade_step(exercise: StepExercise, fn: Step) -> Text | None:
     """None when ``fn`` steps like :func:`mlm_course.steps.training_step`, else the hint for the first difference."""
     with one_torch_thread(), torch.random.fork_rng(devices=[]):  # the learner's random state is left as it was
         model, batch = exercise.build()
@@ -133,24 +133,31 @@ def grade_step(exercise: StepExercise, fn: Step) -> str | None:
             first = _as_loss(got.losses[0])
             last = sum(_as_loss(loss) for loss in got.losses[-LAST_STEPS:]) / LAST_STEPS
             if not last < first - exercise.fall:
-                hint = (f"the first {COMPARED_STEPS} steps match the reference, but over {FALL_STEPS} steps the loss "
-                        f"went from {first:.3f} to {last:.3f} nats (mean of the last {LAST_STEPS}); on this one batch "
-                        f"it must fall by more than {exercise.fall} nats. Does your step do all of its parts at "
-                        "every call?")
+                hint = (Text(f"the first {COMPARED_STEPS} steps match the reference, but over {FALL_STEPS} steps the loss "
+                             f"went from {first:.3f} to {last:.3f} nats (mean of the last {LAST_STEPS}); on this one batch "
+                             f"it must fall by more than {exercise.fall} nats. Does your step do all of its parts at "
+                             "every call?",
+                             f"前 {COMPARED_STEPS} 步与参考一致，但在 {FALL_STEPS} 步内损失从 {first:.3f} 变到 {last:.3f} 奈特"
+                             f"（最后 {LAST_STEPS} 步的平均）；在这一个批量上它必须下降超过 {exercise.fall} 奈特。"
+                             "你的训练步每次调用都完成了它的所有部分吗？"))
         return hint
 
 
 def _first_difference(got: StepRecorder, want: StepRecorder, exercise: StepExercise, model: nn.Module,
-                      batch: Batch) -> str | None:
+                      batch: Batch) -> Text | None:
     losses = [_as_loss(loss) for loss in got.losses]
     if None in losses:
         returned = type(got.losses[losses.index(None)]).__name__
-        return f"return the step's loss (a one-number tensor or a float), not a {returned}."
+        return Text(f"return the step's loss (a one-number tensor or a float), not a {returned}.",
+                    f"返回这一步的损失（只含一个数的张量或一个 float），而不是 {returned}。")
     if not got.training:
-        return f"the model was never run: compute the loss with {exercise.loss_name}(model, batch)."
+        return Text(f"the model was never run: compute the loss with {exercise.loss_name}(model, batch).",
+                    f"模型从没运行过：用 {exercise.loss_name}(model, batch) 计算损失。")
     if not all(got.training):
-        return ("dropout was off: the model came in eval mode (as it does after an evaluation), so the step must "
-                "switch training behaviour on itself: call model.train() first.")
+        return (Text("dropout was off: the model came in eval mode (as it does after an evaluation), so the step must "
+                     "switch training behaviour on itself: call model.train() first.",
+                     "dropout 是关闭的：模型以 eval 模式传入（就像评估之后那样），所以训练步必须自己打开训练行为："
+                     "先调用 model.train()。"))
     for number in range(COMPARED_STEPS):
         hint = _difference_at(number, losses, got, want, exercise, model, batch)
         if hint is not None:
@@ -159,19 +166,24 @@ def _first_difference(got: StepRecorder, want: StepRecorder, exercise: StepExerc
 
 
 def _difference_at(number: int, losses: list[float], got: StepRecorder, want: StepRecorder,
-                   exercise: StepExercise, model: nn.Module, batch: Batch) -> str | None:
+                   exercise: StepExercise, model: nn.Module, batch: Batch) -> Text | None:
     expected = _as_loss(want.losses[number])
     if not _same_loss(losses[number], expected):
         if number == 0:
             return _loss_hint(losses[0], expected, exercise, model, batch)
-        return (f"the loss of step {number + 1} is {losses[number]:.6f}, the reference's {expected:.6f}: the update "
-                "before it differed. Order: loss, backward, clip, optimizer.step(), scheduler.step(), zero_grad().")
+        return (Text(f"the loss of step {number + 1} is {losses[number]:.6f}, the reference's {expected:.6f}: the update "
+                     "before it differed. Order: loss, backward, clip, optimizer.step(), scheduler.step(), zero_grad().",
+                     f"第 {number + 1} 步的损失是 {losses[number]:.6f}，参考的是 {expected:.6f}：之前的更新不同。"
+                     "顺序：损失、backward、裁剪、optimizer.step()、scheduler.step()、zero_grad()。"))
     applied = got.applied[number]
     if applied is None:
-        return "the weights were not updated: call optimizer.step() once in every step."
+        return Text("the weights were not updated: call optimizer.step() once in every step.",
+                    "权重没有更新：每一步调用一次 optimizer.step()。")
     if all(g is None for g in applied):
-        return ("the optimiser found no gradients: call loss.backward() before optimizer.step(), and zero the "
-                "gradients after the update (or before backward), not between backward and the update.")
+        return (Text("the optimiser found no gradients: call loss.backward() before optimizer.step(), and zero the "
+                     "gradients after the update (or before backward), not between backward and the update.",
+                     "优化器没有找到梯度：在 optimizer.step() 之前调用 loss.backward()，并在更新之后（或 backward 之前）"
+                     "把梯度清零，而不是在 backward 和更新之间。"))
     if not _same_grads(applied, want.applied[number]):
         return _gradient_hint(number, got)
     if got.lrs[number] != want.lrs[number]:
@@ -179,39 +191,53 @@ def _difference_at(number: int, losses: list[float], got: StepRecorder, want: St
     return None
 
 
-def _loss_hint(loss: float, expected: float, exercise: StepExercise, model: nn.Module, batch: Batch) -> str:
+def _loss_hint(loss: float, expected: float, exercise: StepExercise, model: nn.Module, batch: Batch) -> Text:
     for slip, hint in exercise.loss_slips:
         with torch.no_grad():
             torch.manual_seed(SEED)
             if _same_loss(loss, float(slip(copy.deepcopy(model).train(), batch))):
                 return hint
-    return (f"the first loss is {loss:.6f}, but {exercise.loss_name}(model, batch) on the same weights, batch and "
-            f"dropout gives {expected:.6f}: compute the loss with it.")
+    return (Text(f"the first loss is {loss:.6f}, but {exercise.loss_name}(model, batch) on the same weights, batch and "
+                 f"dropout gives {expected:.6f}: compute the loss with it.",
+                 f"第一步的损失是 {loss:.6f}，但在相同的权重、批量和 dropout 下，{exercise.loss_name}(model, batch) "
+                 f"给出 {expected:.6f}：用它计算损失。"))
 
 
-def _gradient_hint(number: int, got: StepRecorder) -> str:
+def _gradient_hint(number: int, got: StepRecorder) -> Text:
     applied = _norm(got.applied[number])
     if number == 0 and applied > MAX_GRAD_NORM * (1 + 1e-4):
         if math.isclose(got.norms_after[0], MAX_GRAD_NORM, rel_tol=1e-4):
-            return (f"the gradients were clipped after optimizer.step(): the update had already used them "
-                    f"unclipped (norm {applied:.2f}). Clip between backward() and optimizer.step().")
-        return (f"the optimiser applied gradients of norm {applied:.2f}: clip them to norm {MAX_GRAD_NORM} first, "
-                "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), between backward() and optimizer.step().")
+            return (Text(f"the gradients were clipped after optimizer.step(): the update had already used them "
+                         f"unclipped (norm {applied:.2f}). Clip between backward() and optimizer.step().",
+                         f"梯度是在 optimizer.step() 之后裁剪的：更新已经用了未裁剪的梯度（范数 {applied:.2f}）。"
+                         "要在 backward() 和 optimizer.step() 之间裁剪。"))
+        return (Text(f"the optimiser applied gradients of norm {applied:.2f}: clip them to norm {MAX_GRAD_NORM} first, "
+                     "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), between backward() and optimizer.step().",
+                     f"优化器应用的梯度范数是 {applied:.2f}：先把它们裁剪到范数 {MAX_GRAD_NORM}，"
+                     "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)，放在 backward() 和 optimizer.step() 之间。"))
     if number > 0:
-        return ("the first update is right, the second applies other gradients: backward() adds to the gradients "
-                "already in .grad, so zero them in every step (optimizer.zero_grad() after the update).")
-    return ("the gradients the optimiser applied differ from the reference step's: call loss.backward() once, then "
-            f"torch.nn.utils.clip_grad_norm_(model.parameters(), {MAX_GRAD_NORM}).")
+        return (Text("the first update is right, the second applies other gradients: backward() adds to the gradients "
+                     "already in .grad, so zero them in every step (optimizer.zero_grad() after the update).",
+                     "第一次更新是对的，第二次用了别的梯度：backward() 会把梯度累加到 .grad 中已有的梯度上，"
+                     "所以每一步都要清零（在更新之后调用 optimizer.zero_grad()）。"))
+    return (Text("the gradients the optimiser applied differ from the reference step's: call loss.backward() once, then "
+                 f"torch.nn.utils.clip_grad_norm_(model.parameters(), {MAX_GRAD_NORM}).",
+                 "优化器应用的梯度与参考训练步的不同：调用一次 loss.backward()，然后 "
+                 f"torch.nn.utils.clip_grad_norm_(model.parameters(), {MAX_GRAD_NORM})。"))
 
 
-def _rate_hint(number: int, got: list[float | None], want: list[float | None]) -> str:
+def _rate_hint(number: int, got: list[float | None], want: list[float | None]) -> Text:
     if number == 0 and got[0] == want[1]:
-        return ("the first update used the second step's learning rate: call scheduler.step() after "
-                "optimizer.step(), not before.")
+        return (Text("the first update used the second step's learning rate: call scheduler.step() after "
+                     "optimizer.step(), not before.",
+                     "第一次更新用了第二步的学习率：在 optimizer.step() 之后调用 scheduler.step()，而不是之前。"))
     if number > 0 and got[number] == got[number - 1]:
-        return (f"the learning rate stayed at {got[number]:.1e}: call scheduler.step() after optimizer.step() in "
-                "every step, or the warm-up never happens.")
-    return "the learning rate differs from the schedule's: call scheduler.step() once per step, after the update."
+        return (Text(f"the learning rate stayed at {got[number]:.1e}: call scheduler.step() after optimizer.step() in "
+                     "every step, or the warm-up never happens.",
+                     f"学习率一直停在 {got[number]:.1e}：每一步都要在 optimizer.step() 之后调用 scheduler.step()，"
+                     "否则预热永远不会发生。"))
+    return Text("the learning rate differs from the schedule's: call scheduler.step() once per step, after the update.",
+                "学习率与调度不符：每步调用一次 scheduler.step()，放在更新之后。")
 
 
 def slipped_step(loss_fn: Callable[[nn.Module, Batch], torch.Tensor], name: str, *, train: bool = True,

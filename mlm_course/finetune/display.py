@@ -22,12 +22,13 @@ def first_available(names: Sequence[str] = ("minilm", "course", "random:tiny")) 
     raise FileNotFoundError(f"none of {list(names)} is available offline: add 'random:tiny', which always is")
 
 
-def comparison_table(rows: Sequence[dict]) -> str:
-    """The comparison as aligned text: model, test accuracy, test F1, dev accuracy, training time, hardware."""
+def comparison_table(rows: Sequence[dict], *, hardware: bool = True) -> str:
+    """The comparison as aligned text: model, test accuracy, test F1, dev accuracy, training time and (with
+    ``hardware``) where and when each run trained."""
     def pct(split, row):
         return f"{row[split]['accuracy']:.1%}" if row.get(split) else "—"
 
-    lines = [f"{'model':<55} {'test acc':>8} {'test F1':>8} {'dev acc':>8} {'train s':>8}  hardware"]
+    lines = [f"{'model':<55} {'test acc':>8} {'test F1':>8} {'dev acc':>8} {'train s':>8}" + ("  hardware" * hardware)]
     for row in rows:
         if row.get("test") is None:
             lines.append(f"{row['label']:<55} {row['status']}")
@@ -36,6 +37,6 @@ def comparison_table(rows: Sequence[dict]) -> str:
         where = hw.get("gpu") or f"{hw.get('cpus')}-core CPU ({hw.get('torch_threads', '?')} thread(s))"
         star = "*" if row.get("note") else " "
         lines.append(f"{row['label']:<55} {pct('test', row):>8} {row['test']['f1']:>8.3f} {pct('dev', row):>8} "
-                     f"{row['train_seconds']:>8.0f}{star} {where}, {row.get('date', '')}")
+                     f"{row['train_seconds']:>8.0f}{star}" + (f" {where}, {row.get('date', '')}" if hardware else ""))
     lines += [f"* {row['label']}: {row['note']}" for row in rows if row.get("note")]
     return "\n".join(lines)

@@ -153,7 +153,7 @@ def variant_config(variant: Variant, seed: int, budget: Budget) -> PretrainConfi
     (the stored grid is fp32; "auto" would pick bf16 on CPUs where it measures faster)."""
     return PretrainConfig(size=budget.size, seq_len=budget.seq_len, dropout=0.0, mask_rate=variant.mask_rate,
                           mask_mix=variant.mask_mix, static_copies=variant.static_copies, steps=budget.steps,
-                          batch_size=budget.batch_size, lr=budget.lr, warmup_ratio=budget.warmup_ratio,
+                          batch_size=budget.batch_size, lr=budget.lr, warmup_ratio=budget.warmup_ratio, minutes=None,
                           eval_every=budget.steps, save_every=budget.steps, seed=seed, precision="fp32")
 
 

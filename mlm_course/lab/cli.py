@@ -1,6 +1,7 @@
 """``mlm-course``: the command line.
 
-    mlm-course pretrain --steps 14000 --warmup-steps 700 --out runs/my-bert   # the checkpoint's first stage
+    mlm-course pretrain --out runs/my-bert   # 30 minutes of the checkpoint's first stage: a BERT in a lunch break
+    mlm-course pretrain --minutes inf --out runs/stage-1   # all of the first stage: 14,000 steps
     mlm-course finetune --model course --epochs 2 --out runs/course-sentiment
     mlm-course fill-mask course "She opened the [MASK] and walked out."
 

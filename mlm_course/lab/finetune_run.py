@@ -134,7 +134,7 @@ class FinetuneConfig(OptimiserSettings):
         total = math.ceil(batches_per_epoch * self.epochs / slots)
         total = total if self.steps is None else min(total, self.steps)
         shared = {name: getattr(self, name) for name in TrainConfig.__dataclass_fields__
-                  if name not in ("steps", "eval_every", "keep_best")}
+                  if name not in ("steps", "eval_every", "keep_best", "minutes")}
         return TrainConfig(**shared, steps=total, eval_every=self.eval_every or math.ceil(batches_per_epoch / slots),
                            keep_best="accuracy" if keep_best else None)
 

@@ -73,7 +73,7 @@ def pretrain_here(device: torch.device, sizes: FinaleSizes, work: Path) -> tuple
     """The course's BERT of ``sizes.pretrain_size`` pretrained on ``device`` for ``sizes.pretrain_minutes`` with
     the course recipe (no dropout, sparse logits, 10 % short sequences, auto precision)."""
     config = pretrain_run.PretrainConfig(
-        size=sizes.pretrain_size, minutes=sizes.pretrain_minutes, batch_size=sizes.pretrain_batch_size,
+        size=sizes.pretrain_size, minutes=sizes.pretrain_minutes, fit_schedule=True, batch_size=sizes.pretrain_batch_size,
         max_chars=sizes.max_chars, lr=1e-3, warmup_ratio=0.06, dropout=0.0, short_seq_prob=0.1,
         eval_every=10**6, save_every=10**6, device=str(device), precision=notebook_precision(device), log_every=50)
     out = work / "pretrained"

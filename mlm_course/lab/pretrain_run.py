@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ CORPORA = ("course", "reviews")
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.json"
 DEFAULT_SIZE = "tiny"  # the model a run builds when neither --size nor --init-from is given
+_RECIPE = TrainConfig.pretraining()  # the defaults of the steps, warm-up and time budget: one value of each
 Batch = dict[str, torch.Tensor]
 
 
@@ -56,7 +58,8 @@ def _help(text: str, **kwargs) -> dict:
 @dataclass(kw_only=True)
 class PretrainConfig(OptimiserSettings):
     """Every setting of a pretraining run; each field is the command line's option of the same name
-    (``mask_rate`` is ``--mask-rate``), checked here, before any work (:class:`InvalidSettings`)."""
+    (``mask_rate`` is ``--mask-rate``), checked here, before any work (:class:`InvalidSettings`). The defaults
+    are :meth:`TrainConfig.pretraining`: the shipped checkpoint's first stage, stopped after 30 minutes."""
 
     size: str | None = field(default=None, **_help("model size: tiny, small or base (default tiny; with "
                                                      "--init-from, the saved model's)"))
@@ -80,22 +83,28 @@ class PretrainConfig(OptimiserSettings):
     static_copies: int | None = field(default=None, **_help("static masking: this many masked copies made once "
                                                             "(BERT's dupe_factor); default: a fresh mask each step"))
     sparse_logits: bool = field(default=True, **_help("project only the masked positions to the vocabulary"))
-    steps: int = field(default=1000, **_help("optimiser steps"))
-    minutes: float | None = field(default=None, **_help("wall-clock budget: the step count (and with it the "
-                                                         "schedule, decaying to 0 at the end) is calibrated to fit"))
+    steps: int = field(default=_RECIPE.steps, **_help("optimiser steps: the schedule decays to 0 at the last"))
+    warmup_ratio: float = field(default=_RECIPE.warmup_ratio, **_help("warm-up as a fraction of the optimiser steps"))
+    minutes: float | None = field(default=_RECIPE.minutes, **_help(
+        "stop after this many minutes of the run (evaluations included), part-way down the schedule of --steps; "
+        "inf: no time limit"))
+    fit_schedule: bool = field(default=False, **_help("with --minutes: fit the step count, and with it the "
+                                                      "schedule, to the budget (timed before the run) instead"))
     eval_every: int = field(default=250, **_help("held-out evaluation every N steps"))
     save_every: int = field(default=500, **_help("checkpoint every N steps"))
 
     def __post_init__(self):
         self.betas = tuple(self.betas)
         self.mask_mix = tuple(self.mask_mix)
+        self.minutes = None if self.minutes == math.inf else self.minutes  # --minutes inf: no time limit
         problems = self.problems(("steps", "eval_every", "save_every", "max_chars", "static_copies", "stack_to"))
         problems |= self._mask_problems() | self._model_problems()
         checks = {"seq_len": (self.seq_len >= 3, "must be ≥ 3 ([CLS], a token, [SEP])"),
                   "dropout": (0 <= self.dropout < 1, "must be in [0, 1)"),
                   "short_seq_prob": (0 <= self.short_seq_prob <= 1, "is a probability: it must be in [0, 1]"),
                   "corpus": (self.corpus in CORPORA, f"must be one of {', '.join(CORPORA)}"),
-                  "minutes": (self.minutes is None or self.minutes > 0, "must be > 0 (or unset: no budget)")}
+                  "minutes": (self.minutes is None or self.minutes > 0, "must be > 0 (inf: no time limit)"),
+                  "fit_schedule": (self.minutes is not None or not self.fit_schedule, "needs --minutes to fit")}
         problems |= {name: f"{why}, not {getattr(self, name)!r}" for name, (ok, why) in checks.items() if not ok}
         if problems:
             raise InvalidSettings("pretraining", problems)
@@ -155,18 +164,25 @@ def pad_positions(batch: Batch, multiple: int) -> Batch:
 
 
 def seeded_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBase, config: PretrainConfig, *,
-                   slots: int, make_batch: Callable[..., Batch] = mask_blocks) -> Callable[[int, int], Batch]:
+                   slots: int, make_batch: Callable[..., Batch] = mask_blocks,
+                   word_starts: torch.Tensor | None = None) -> Callable[[int, int], Batch]:
     """``batch_for_step(step, slot)``: the rows of micro-batch ``slot`` of the step (``slots`` per step over all
     processes), cut short and masked with draws seeded by (step, slot); with ``static_copies``, the rows of the
     epoch's pre-masked copy. ``make_batch`` (:func:`~mlm_course.pretraining.mask_blocks`'s signature) masks the
-    rows, e.g. with a bug to study."""
+    rows, e.g. with a bug to study. ``word_starts`` (bool, the shape of ``train_blocks``: True where a word begins)
+    asks for whole-word masks (``config.mask`` with ``whole_word=True``)."""
     pick = cycle_batches(len(train_blocks), config.batch_size, config.seed)
+    if word_starts is not None and word_starts.shape != train_blocks.shape:
+        raise ValueError(f"word_starts has shape {tuple(word_starts.shape)}, the training blocks "
+                         f"{tuple(train_blocks.shape)}: give one entry per token of the blocks.")
+    spec = config.mask if word_starts is None else replace(config.mask, whole_word=True)
 
-    def masked(blocks: torch.Tensor, generator: torch.Generator) -> Batch:
-        ids, attention = shorten_blocks(blocks, tokenizer, config.short_seq_prob, generator)
-        return make_batch(ids, tokenizer, config.mask, generator, attention_mask=attention)
+    def masked(rows: torch.Tensor | slice, generator: torch.Generator) -> Batch:
+        ids, attention = shorten_blocks(train_blocks[rows], tokenizer, config.short_seq_prob, generator)
+        words = {} if word_starts is None else {"word_starts": word_starts[rows]}
+        return make_batch(ids, tokenizer, spec, generator, attention_mask=attention, **words)
 
-    copies = [masked(train_blocks, generator_for(config.seed, "static_masks", copy))
+    copies = [masked(slice(None), generator_for(config.seed, "static_masks", copy))
               for copy in range(config.static_copies or 0)]
 
     def batch_for_step(step: int, slot: int) -> Batch:
@@ -176,7 +192,7 @@ def seeded_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBas
             batch = {key: value[rows] for key, value in copies[epoch % len(copies)].items() if key != "masked_positions"}
             batch["masked_positions"] = masked_positions(batch["labels"])
         else:
-            batch = masked(train_blocks[rows], generator_for(config.seed, "masks", step, slot))
+            batch = masked(rows, generator_for(config.seed, "masks", step, slot))
         if not config.sparse_logits:
             return {key: value for key, value in batch.items() if key != "masked_positions"}
         return pad_positions(batch, POSITION_BUCKET) if config.compile else batch
@@ -186,7 +202,7 @@ def seeded_batches(train_blocks: torch.Tensor, tokenizer: PreTrainedTokenizerBas
 
 def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_blocks: torch.Tensor,
              eval_blocks: torch.Tensor | None, config: PretrainConfig, *, out_dir: str | os.PathLike | None = None,
-             resume: bool = False, progress: bool = False) -> Trained:
+             resume: bool = False, progress: bool = False, word_starts: torch.Tensor | None = None) -> Trained:
     """Masked-LM pretraining of ``model`` on ``train_blocks`` with the settings of ``config``: the lessons' loop
     with Accelerate (:func:`mlm_course.train.train_with_accelerate`) and
     :func:`~mlm_course.objective.masked_lm_loss`. With ``out_dir``: ``metrics.jsonl`` and a checkpoint every
@@ -194,13 +210,14 @@ def pretrain(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, train_b
 
     Held-out scores on ``eval_blocks`` (None: no evaluation) with frozen BERT masks (15 %, 80/10/10, whatever
     ``config``'s masks are), so runs with different training masks are comparable; every process scores all.
+    ``word_starts`` (True where a word of ``train_blocks`` begins) trains with whole-word masks instead.
     """
     check_enough_examples(len(train_blocks), config.batch_size)
     accelerator = accelerator_for(config.precision, config.device)
     slots = config.grad_accum * accelerator.num_processes
     held_out = None if eval_blocks is None else partial(evaluate_masked_lm,
                                                         batches=frozen_eval_batches(eval_blocks, tokenizer))
-    batch_for_step = seeded_batches(train_blocks, tokenizer, config, slots=slots)
+    batch_for_step = seeded_batches(train_blocks, tokenizer, config, slots=slots, word_starts=word_starts)
     run = None if out_dir is None else TrainingRun(out_dir, save_every=config.save_every, settings=asdict(config),
                                                    resume=resume, progress=progress)
     return train_with_accelerate(compiled(model, config.compile), step_batches(batch_for_step, slots, config.seed),
@@ -217,9 +234,9 @@ def run(config: PretrainConfig, out_dir: str | os.PathLike, *, resume: bool = Fa
     to ``out_dir``: ``plan.json``, checkpoints, ``metrics.jsonl``, the final model and tokenizer (a transformers
     folder) and ``results.json`` (held-out scores next to the unigram baseline's, steps, tokens, time).
 
-    Everything is checked and built before anything is written: a bad setting leaves no ``out_dir`` behind. With
-    ``config.minutes`` the step count is calibrated to fit the budget; with ``resume`` the plan of the run in
-    ``out_dir`` is kept and training continues from its latest checkpoint.
+    Everything is checked and built before anything is written: a bad setting leaves no ``out_dir`` behind. The run
+    stops after ``config.minutes`` (with ``fit_schedule``, the step count is calibrated to fit them first); with
+    ``resume`` the plan of the run in ``out_dir`` is kept and training continues from its latest checkpoint.
     """
     from accelerate import PartialState
 
@@ -272,12 +289,13 @@ def starting_model(config: PretrainConfig, tokenizer: PreTrainedTokenizerBase) -
 
 
 def _planned_steps(out: Path, resume: bool, model, tokenizer, train_blocks, config: PretrainConfig) -> int:
-    """The plan of the run being resumed, else the steps that fit ``config.minutes``, else ``config.steps``."""
+    """The plan of the run being resumed, else (``fit_schedule``) the steps that fit ``config.minutes``, else
+    ``config.steps``."""
     from accelerate.utils import broadcast_object_list
 
     if resume and (out / PLAN_FILE).exists():
         return json.loads((out / PLAN_FILE).read_text())["steps"]
-    if config.minutes is None:
+    if not config.fit_schedule:
         return config.steps
     steps = calibrate_steps(model, tokenizer, train_blocks, config)
     return broadcast_object_list([steps])[0]  # every process runs the main process's count
@@ -285,7 +303,7 @@ def _planned_steps(out: Path, resume: bool, model, tokenizer, train_blocks, conf
 
 def calibrate_steps(model, tokenizer, blocks: torch.Tensor, config: PretrainConfig) -> int:
     """Steps that fit ``config.minutes``, timed on a throw-away copy of the model (8 steps to warm up, then 20)."""
-    probe = replace(config, steps=8, minutes=None, eval_every=10**9, save_every=10**9)
+    probe = replace(config, steps=8, minutes=None, fit_schedule=False, eval_every=10**9, save_every=10**9)
     probe_model = copy.deepcopy(model)
     sample = blocks[: probe.batch_size]
     pretrain(probe_model, tokenizer, blocks, sample, probe)

@@ -1,9 +1,10 @@
 """The figures the notebooks show. Each function returns a matplotlib Figure (testable without a display).
 
 One module per notebook (``why_log``, ``tokens``, ``masking``, ``inside_bert``, ``objective``, ``pretraining``,
-``fine_tuning``, ``ablations``, ``chinese``), ``style``: the Okabe–Ito palette, the colour helpers and
-:func:`figure_rule_violations`, and ``language``: every figure in English or, for the 中文版, in Chinese. Every
-public name is imported here, so ``plots.mask_grid(...)`` works.
+``fine_tuning``, ``ablations``, ``chinese``), ``style``: the Okabe–Ito palette, the colour helpers,
+:func:`figure_rule_violations` and :func:`layout_problems` (overlapping texts, legends over data, cut markers),
+and ``language``: every figure in English or, for the 中文版, in Chinese. Every public name is imported here, so
+``plots.mask_grid(...)`` works.
 """
 
 from mlm_course.plots.ablations import (
@@ -65,6 +66,7 @@ from mlm_course.plots.style import (
     OKABE_ITO,
     SERIES_COLORS,
     figure_rule_violations,
+    layout_problems,
     text_colour_on,
 )
 from mlm_course.plots.tokens import pieces_per_word_dots
@@ -78,7 +80,7 @@ from mlm_course.plots.why_log import (
 
 __all__ = [
     # style, language
-    "OKABE_ITO", "DTYPE_COLORS", "SERIES_COLORS", "figure_rule_violations", "text_colour_on",
+    "OKABE_ITO", "DTYPE_COLORS", "SERIES_COLORS", "figure_rule_violations", "layout_problems", "text_colour_on",
     "LANGUAGE_ENV_VAR", "figure_language", "localise", "use_cjk_font", "UntranslatedFigureText",
     # 01_why_log
     "token_log_prob_bars", "underflow_curves", "gd_vs_counts", "loss_gradients", "linear_vs_log_distance",

@@ -31,28 +31,46 @@ def confusion_matrix_plot(confusion, names=("negative", "positive"), *, title: s
     return fig
 
 
+def _room_for_markers(ax, values: list[float], *, pad: float = 0.08) -> None:
+    """y limits that hold every value with ``pad`` of their range (at least 0.01) above and below, so that no
+    marker (the best point's star included) is cut by the frame."""
+    low, high = min(values), max(values)
+    margin = max(pad * (high - low), 0.01)
+    ax.set_ylim(low - margin, high + margin)
+
+
 @localised
 def finetune_curves(metrics, *, title: str = "") -> Figure:
-    """Left: training loss over optimiser steps (and dev loss); right: dev accuracy, the best one marked."""
+    """Left: training loss (a point per log interval: the mean loss of the steps since the previous point) and dev
+    loss; right: dev accuracy, the best one starred. Every point is a marker; the legend under the panels says what
+    each kind is, and the y limits hold every marker."""
     train = [m for m in metrics if m["split"] == "train"]
     dev = [m for m in metrics if m["split"] == "dev"]
     if not train:
         raise ValueError("no training rows in the metrics: pass the metrics of a fit (split == 'train').")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.3), layout="constrained")
-    _ = left.plot([m["step"] for m in train], [m["loss"] for m in train], color=OKABE_ITO["blue"],
-                  label="train (running mean)")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.9), layout="constrained")
+    _ = left.plot([m["step"] for m in train], [m["loss"] for m in train], "s-", ms=5, color=OKABE_ITO["blue"],
+                  label="train: mean loss of the steps since the previous point")
+    losses = [m["loss"] for m in train]
     if dev:
-        _ = left.plot([m["step"] for m in dev], [m["loss"] for m in dev], "o-", color=OKABE_ITO["orange"], label="dev")
+        _ = left.plot([m["step"] for m in dev], [m["loss"] for m in dev], "o-", color=OKABE_ITO["orange"],
+                      label="dev: loss and accuracy at an evaluation")
+        losses += [m["loss"] for m in dev]
         best = max(dev, key=lambda m: (m["accuracy"], -m["loss"]))
-        _ = right.plot([m["step"] for m in dev], [m["accuracy"] for m in dev], "o-", color=OKABE_ITO["orange"])
-        _ = right.plot([best["step"]], [best["accuracy"]], "*", ms=14, color=OKABE_ITO["vermillion"],
+        _ = right.plot([m["step"] for m in dev], [m["accuracy"] for m in dev], "o-", color=OKABE_ITO["orange"],
+                       label="_dev accuracy")
+        _ = right.plot([best["step"]], [best["accuracy"]], "*", ms=14, color=OKABE_ITO["vermillion"], zorder=3,
                        label=f"best: {best['accuracy']:.1%} at step {best['step']}")
-        right.legend(loc="lower right", fontsize=9)
-    left.set_xlabel("optimiser step")
+        _room_for_markers(right, [m["accuracy"] for m in dev])
+    _room_for_markers(left, losses)
+    for ax in (left, right):
+        ax.margins(x=0.06)
+        ax.set_xlabel("optimiser step")
     left.set_ylabel("cross-entropy (nats)")
-    left.legend(fontsize=9)
-    right.set_xlabel("optimiser step")
     right.set_ylabel("dev accuracy")
+    right.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:.0%}"))
+    handles = [line for ax in (left, right) for line in ax.lines if not line.get_label().startswith("_")]
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
     fig.suptitle(title or "Fine-tuning")
     return fig
 
@@ -112,17 +130,35 @@ ZERO_SHOT_NAMES = {"course": "course checkpoint (PLL)", "random": "random init (
 DOMAIN_NAMES = {"heldout": "held-out corpus", "reviews": "movie reviews"}
 
 
+def _keep_texts_inside(ax, texts, *, room_pt: float = 3.0, tries: int = 3) -> None:
+    """Lower the bottom of ``ax``'s y axis until every text in ``texts`` (drawn under the points they name) lies
+    inside the axes, ``room_pt`` above the frame."""
+    fig = ax.figure
+    for _ in range(tries):
+        fig.draw_without_rendering()
+        box = ax.get_window_extent()
+        lowest = min(text.get_window_extent().y0 for text in texts)
+        short = box.y0 + room_pt * fig.dpi / 72 - lowest  # pixels the lowest text runs under the frame
+        if short <= 0:
+            return
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(bottom - short / box.height * (top - bottom) * 1.05, top)
+
+
 @localised
 def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, title: str = "",
                             chance: float = 0.5) -> Figure:
     """Test accuracy against the number of training labels (log x), one line per model with its 95 % t-interval
     over seeds; ``summary`` is :func:`mlm_course.label_efficiency.summarise`'s output (the largest ``n_train`` is
-    "every label"); a point whose runs include collapsed ones says how many; ``zero_shot`` ({key: {"accuracy",
-    "low", "high"}}) is drawn as a band: no labels at all."""
+    "every label"); where runs collapsed to one class, "k/n collapsed" is written under the budget's intervals in
+    the model's colour, one line per model; ``zero_shot`` ({key: {"accuracy", "low", "high"}}) is drawn as a band:
+    no labels at all. The legend sits under the axes."""
     if not summary:
         raise ValueError("nothing to plot: summarise() found no runs for this task")
     all_labels = max(e["n_train"] for entries in summary.values() for e in entries)
-    fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9.6, 6.0), layout="constrained")
+    collapsed: dict[int, list[tuple[str, str]]] = {}  # budget -> [(text, colour)] in the order of the models
+    lows: dict[int, float] = {}  # budget -> the lowest end of an interval drawn there (or chance)
     for i, (key, entries) in enumerate(summary.items()):
         label, colour, marker = PAYOFF_MODELS.get(key, (key, "#555555", "o"))
         entries = sorted(entries, key=lambda e: e["n_train"])
@@ -132,10 +168,16 @@ def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, tit
         errors = [[m - e["low"] for m, e in zip(means, entries, strict=True)],
                   [e["high"] - m for m, e in zip(means, entries, strict=True)]]
         _ = ax.errorbar(xs, means, yerr=errors, fmt=f"{marker}-", color=colour, capsize=3, ms=5, label=label)
-        for x, m, e in zip(xs, means, entries, strict=True):
+        for e in entries:
+            lows[e["n_train"]] = min(lows.get(e["n_train"], chance), e["low"], e["mean"])
             if e["collapsed"]:  # runs stuck at one class are in the mean: say how many
-                _ = ax.annotate(f"{e['collapsed']}/{e['runs']} collapsed", (x, m), xytext=(4, -11),
-                                textcoords="offset points", fontsize=9, color=colour)
+                collapsed.setdefault(e["n_train"], []).append((f"{e['collapsed']}/{e['runs']} collapsed", colour))
+    notes = []
+    floor = min(lows.values(), default=chance)
+    for n_train, lines in collapsed.items():  # one row under the lowest interval, stacked, centred on the budget
+        for row, (text, colour) in enumerate(lines):
+            notes.append(ax.annotate(text, (n_train, floor), xytext=(0, -4 - 12 * row),
+                                     textcoords="offset points", ha="center", va="top", fontsize=9, color=colour))
     for key, result in (zero_shot or {}).items():
         label, colour, _ = PAYOFF_MODELS.get(key, (key, "#555555", "o"))
         _ = ax.axhspan(result["low"], result["high"], color=colour, alpha=0.15, lw=0)
@@ -150,9 +192,11 @@ def label_efficiency_curves(summary: dict, *, zero_shot: dict | None = None, tit
     ax.set_ylim(min(chance - 0.03, ax.get_ylim()[0]), 1.0)
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:.0%}"))
     ax.set_xlabel(f"training labels (log scale; the last point is every label, {all_labels:,})")
-    ax.set_ylabel("test accuracy (mean of seeds, 95 % t-interval)")
-    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.16), ncol=2, frameon=False)
+    ax.set_ylabel("test accuracy\n(mean of seeds, 95 % t-interval)")
+    fig.legend(fontsize=9, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(title, fontsize=11)
+    if notes:
+        _keep_texts_inside(ax, notes)
     return fig
 
 
@@ -161,10 +205,11 @@ def label_efficiency_differences(comparisons: list[dict], *, title: str = "") ->
     """Model − baseline test accuracy against the number of training labels, one line per comparison
     (``comparisons`` from :func:`mlm_course.label_efficiency.compared`, one task): each budget's mean difference over
     the paired seeds with its 95 % t-interval; the legend gives the comparison's one test — in how many paired runs
-    the model was ahead, and the sign test's p after Holm's correction. The zero line is "no difference"."""
+    the model was ahead, and the sign test's p after Holm's correction. The zero line is "no difference". The legend sits under the axes, and
+    the axes are tall enough for the two-line y label, which stays clear of the title."""
     if not comparisons:
         raise ValueError("nothing to plot: pass the output of label_efficiency.compared() for one task")
-    fig, ax = plt.subplots(figsize=(8, 4.4), layout="constrained")
+    fig, ax = plt.subplots(figsize=(8.6, 5.6), layout="constrained")
     all_labels = max(e["n_train"] for c in comparisons for e in c["by_budget"])
     for i, comparison in enumerate(comparisons):
         entries = comparison["by_budget"]
@@ -185,7 +230,7 @@ def label_efficiency_differences(comparisons: list[dict], *, title: str = "") ->
     ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.set_xlabel(f"training labels (log scale; the last point is every label, {all_labels:,})")
     ax.set_ylabel("difference in test accuracy\n(points; mean over seeds, 95 % t-interval)")
-    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.17), frameon=False)
+    fig.legend(fontsize=9, loc="outside lower center", frameon=False)
     fig.suptitle(title, fontsize=11)
     return fig
 
@@ -195,7 +240,8 @@ def zero_shot_word_order(table: dict[str, dict[str, dict]], comparisons: list[di
     """Zero-shot word order per domain: left, each scorer's accuracy with its 95 % Wilson interval from the chance
     line; right, the reference (the course checkpoint) minus each scorer on the same pairs, with the paired
     bootstrap 95 % interval, filled where the exact McNemar test survives Holm's correction (``comparisons`` from
-    :func:`mlm_course.label_efficiency.zero_shot_comparisons`)."""
+    :func:`mlm_course.label_efficiency.zero_shot_comparisons`), its value in points written above it. One legend
+    under both panels, covering no point."""
     domains = list(table)
     scorers = list(dict.fromkeys(s for d in domains for s in table[d]))
     fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 0.6 + 0.5 * len(scorers) * len(domains)), sharey=True,
@@ -212,15 +258,18 @@ def zero_shot_word_order(table: dict[str, dict[str, dict]], comparisons: list[di
             m = 100 * test["mean_difference"]
             _ = right.errorbar([m], [y], xerr=[[m - 100 * test["low"]], [100 * test["high"] - m]], fmt="o",
                                color=colour, capsize=3, mfc=colour if test["detected"] else "white")
+            _ = right.annotate(f"{m:+.1f}", (m, y), xytext=(0, 5), textcoords="offset points", ha="center",
+                               va="bottom", fontsize=9, color=colour)
     _ = left.axvline(50, color="#555555", ls="--", lw=1, label="chance (50%)")
     _ = right.axvline(0, color="#555555", ls="--", lw=1, label="no difference")
     _ = right.plot([], [], "o", color="#555555", label="filled: McNemar, after Holm, p < 0.05")
     _ = right.plot([], [], "o", color="#555555", mfc="white", label="hollow: not detected")
     left.set_yticks(range(len(rows)), names)
-    left.invert_yaxis()
-    left.set_xlabel("pairs where the real sentence scores higher (%, 95 % Wilson)")
+    left.set_ylim(len(rows) - 0.5, -0.5)  # the first row on top, half a row of room round every point
+    left.set_xlabel("pairs where the real sentence\nscores higher (%, 95 % Wilson)")
     right.set_xlabel("course checkpoint minus this scorer\n(points, same pairs, paired bootstrap 95 %)")
-    for ax in (left, right):
-        ax.legend(fontsize=9, loc="lower right")
+    handles = [line for ax in (left, right) for line in ax.lines if line.get_label() in (
+        "chance (50%)", "no difference", "filled: McNemar, after Holm, p < 0.05", "hollow: not detected")]
+    fig.legend(handles=handles, fontsize=9, loc="outside lower center", ncol=2, frameon=False)
     fig.suptitle(title, fontsize=11)
     return fig

@@ -8,53 +8,99 @@ from matplotlib.figure import Figure
 from mlm_course.plots.language import localised, mark_as_data
 from mlm_course.plots.style import OKABE_ITO, text_width_in
 
+#: the reference lines of :func:`pretraining_curves`: (name, colour, line style), the same in both panels
+BASELINE_STYLES = (("unigram", "black", "--"), ("unigram + copying", OKABE_ITO["reddish purple"], "-."))
+TRAINING_COLOUR, HELDOUT_COLOUR = OKABE_ITO["sky blue"], OKABE_ITO["vermillion"]
+
 
 def _mark_stages(metrics: list[dict], axes) -> None:
+    """A dotted vertical line in each panel where a later stage starts, named at the top of the first panel: each
+    stage restarts AdamW and its warm-up, which is why the curves jump there."""
     for before, after in zip(metrics, metrics[1:], strict=False):
         if after.get("stage", 1) != before.get("stage", 1):
             for ax in axes:
-                ax.axvline(before["step"], color="black", ls=":", lw=1)
-            axes[0].annotate(f"stage {after['stage']}", (before["step"], 0), xycoords=("data", "axes fraction"),
-                             xytext=(3, 4), textcoords="offset points", fontsize=9)
+                ax.axvline(before["step"], color="#555555", ls=":", lw=1.2, zorder=1)
+            axes[0].annotate(f"stage {after['stage']} (fresh warm-up)", (before["step"], 1),
+                             xycoords=("data", "axes fraction"), xytext=(3, -3), textcoords="offset points",
+                             va="top", fontsize=9, color="#555555")
 
 
-def _heldout_points(ax, evals: list[dict], key: str, marker: str, color: str, label: str) -> None:
-    """Held-out scores as markers where they were measured, over a thin line behind the training curve."""
-    steps, values = [m["step"] for m in evals], [m[key] for m in evals]
-    ax.plot(steps, values, marker, ls="none", ms=4 if len(evals) <= 40 else 3, color=color, zorder=3, label=label)
-    ax.plot(steps, values, "-", lw=0.6, alpha=0.5, color=color, zorder=1, label="_connects the evaluations")
+def _label_levels(ax, levels: list[tuple[float, str, str]], *, gap_pt: float = 12.0) -> None:
+    """Name each horizontal line ``(y, text, colour)`` just right of ``ax``, at its level; labels closer than
+    ``gap_pt`` are pushed apart (a short leader joins a moved label to its line)."""
+    fig = ax.figure
+    fig.draw_without_rendering()  # the layout fixes the axes' height, hence where each level is drawn
+    scale = 72 / fig.dpi
+    box = ax.get_window_extent()
+    ordered = sorted((ax.transData.transform((0, y))[1] * scale, y, text, colour) for y, text, colour in levels)
+    wanted = [pt for pt, *_ in ordered]
+    placed = []
+    for pt in wanted:  # upwards from the lowest, each at least gap_pt above the one below
+        placed.append(max(pt, placed[-1] + gap_pt) if placed else pt)
+    top = box.y1 * scale
+    for i in reversed(range(len(placed))):  # then down again from the top edge if the stack ran over it
+        placed[i] = min(placed[i], top if i == len(placed) - 1 else placed[i + 1] - gap_pt)
+    for (pt, y, text, colour), at in zip(ordered, placed, strict=True):
+        moved = abs(at - pt) > 1
+        ax.annotate(text, (1, y), xycoords=("axes fraction", "data"), xytext=(14 if moved else 4, at - pt),
+                    textcoords="offset points", va="center", ha="left", fontsize=9, color=colour,
+                    annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.8, "shrinkA": 1, "shrinkB": 0}
+                    if moved else None)
+
+
+def _accuracy_limits(ax, values: list[float]) -> None:
+    """Accuracy from zero, a little below it so that a marker at 0 is not cut by the axis."""
+    top = max([*values, 0.05]) * 1.08
+    ax.set_ylim(-0.025 * top, top)
 
 
 @localised
 def pretraining_curves(metrics: list[dict], *, baseline: dict | None = None, copying: dict | None = None,
                        title: str = "") -> Figure:
-    """Training loss (per log interval) and held-out loss / top-1 / top-5 by step (``metrics`` from
-    :func:`mlm_course.stored.read_metrics`), with the unigram baseline
-    (``baseline``) and the unigram-plus-copying one (``copying``, :func:`mlm_course.pretraining.copying_baseline`).
+    """Training loss (per log interval) and held-out loss (top) and held-out top-1 / top-5 (bottom) by step
+    (``metrics`` from :func:`mlm_course.stored.read_metrics`), with the unigram baseline (``baseline``) and the
+    unigram-plus-copying one (``copying``, :func:`mlm_course.pretraining.copying_baseline`), each named at its level
+    right of the panel (black dashed: unigram; purple dash-dot: unigram + copying).
 
-    Held-out evaluations are markers (a faint line behind joins them); the legends sit under the panels.
-    Rows with a ``stage`` number (joined runs of continued pretraining) get a dotted line where each later stage starts.
+    Training batches are a thin sky-blue line; held-out evaluations are vermillion circles joined by a line (top-1
+    blue circles, top-5 orange squares below); the legend sits under the panels. Rows with a ``stage`` number
+    (joined runs of continued pretraining) get a dotted line where each later stage starts, named at the top: each
+    stage restarts AdamW and its warm-up, so the curves jump there.
     """
     train = [m for m in metrics if m["split"] == "train"]
     evals = [m for m in metrics if m["split"] == "eval"]
     blue, orange = OKABE_ITO["blue"], OKABE_ITO["orange"]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9.8, 5.0), layout="constrained")
+    fig, (ax_loss, ax_acc) = plt.subplots(2, 1, figsize=(9.8, 7.0), sharex=True, layout="constrained")
     _mark_stages(metrics, (ax_loss, ax_acc))
-    ax_loss.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, alpha=0.7, color=OKABE_ITO["sky blue"],
+    steps = [m["step"] for m in evals]
+    size = 4.5 if len(evals) <= 40 else 3.5
+    ax_loss.plot([m["step"] for m in train], [m["loss"] for m in train], lw=0.8, alpha=0.8, color=TRAINING_COLOUR,
                  zorder=2, label="training batches\n(mean per log interval)")
-    _heldout_points(ax_loss, evals, "loss", "o", blue, "held-out set\n(frozen masks)")
+    ax_loss.plot(steps, [m["loss"] for m in evals], "o-", lw=1.0, ms=size, color=HELDOUT_COLOUR, zorder=3,
+                 label="held-out set\n(frozen masks)")
     for metric, marker, color in (("top1", "o", blue), ("top5", "s", orange)):
-        _heldout_points(ax_acc, evals, metric, marker, color, f"model {metric}")
-    for name, row, style in (("unigram", baseline, "--"), ("unigram + copying", copying, ":")):
+        ax_acc.plot(steps, [m[metric] for m in evals], f"{marker}-", lw=1.0, ms=size, color=color, zorder=3,
+                    label=f"model {metric}")
+    loss_levels, acc_levels = [], []
+    for (name, color, style), row in zip(BASELINE_STYLES, (baseline, copying), strict=True):
         if row is None:
             continue
-        ax_loss.axhline(row["loss"], color="black", ls=style, lw=1.2, label=f"{name} ({row['loss']:.2f})")
-        for metric, color in (("top1", blue), ("top5", orange)):
-            ax_acc.axhline(row[metric], color=color, ls=style, lw=1, label=f"{name} {metric}")
-    ax_loss.set(xlabel="optimiser step", ylabel="masked-token cross-entropy (nats)", title=title or "loss")
-    ax_acc.set(xlabel="optimiser step", ylabel="held-out accuracy on masked tokens", title="accuracy", ylim=(0, None))
-    for ax in (ax_loss, ax_acc):
-        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False, markerscale=1.5)
+        ax_loss.axhline(row["loss"], color=color, ls=style, lw=1.2, zorder=1, label=f"{name} ({row['loss']:.2f})")
+        loss_levels.append((row["loss"], f"{name} ({row['loss']:.2f})", color))
+        for metric in ("top1", "top5"):
+            ax_acc.axhline(row[metric], color=color, ls=style, lw=1.2, zorder=1, label=f"{name} {metric}")
+            acc_levels.append((row[metric], f"{name} {metric}", color))
+    ax_loss.set(ylabel="masked-token cross-entropy (nats)", title=title or "loss")
+    ax_acc.set(xlabel="optimiser step", ylabel="held-out accuracy on masked tokens")
+    _accuracy_limits(ax_acc, [m[k] for m in evals for k in ("top1", "top5")] + [v for v, *_ in acc_levels])
+    handles = [*ax_loss.lines, *ax_acc.lines]
+    shown = [h for h in handles if h.get_label() in ("training batches\n(mean per log interval)",
+                                                     "held-out set\n(frozen masks)", "model top1", "model top5")]
+    fig.legend(handles=shown, loc="outside lower center", ncol=4, fontsize=9, frameon=False, markerscale=1.3)
+    for ax, levels in ((ax_loss, loss_levels), (ax_acc, acc_levels)):
+        if levels:
+            _label_levels(ax, levels)
     return fig
 
 

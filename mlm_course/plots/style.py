@@ -151,3 +151,107 @@ def text_width_in(text: str, *, size: float = 9.0, weight: str = "normal") -> fl
     font = FontProperties(size=size, weight=weight)
     widths = [TextPath((0, 0), line, prop=font).get_extents().width for line in text.split("\n") if line.strip()]
     return max(widths, default=0.0) / 72
+
+
+def _shown_texts(artist):
+    """The texts ``artist`` draws, each with where it is: every drawn text, and of each axis only its label, its
+    offset text and the labels of the ticks in view (an axis keeps spare ticks that a render does not draw)."""
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.spines import Spine
+    from matplotlib.text import Text
+
+    alpha = artist.get_alpha()
+    if not artist.get_visible() or (np.ndim(alpha) == 0 and alpha == 0):
+        return
+    if isinstance(artist, Axis):
+        shown = [artist.label, artist.offsetText]
+        for tick in artist._update_ticks():  # the ticks a render draws (matplotlib's own list)
+            shown += [label for label in (tick.label1, tick.label2) if label.get_visible()]
+        yield from ((t, f"{artist.axis_name} axis") for t in shown if t.get_visible() and t.get_text().strip())
+        return
+    if isinstance(artist, Text) and artist.get_text().strip():
+        yield artist, type(artist).__name__.lower()
+    for child in artist.get_children():
+        if not (isinstance(artist, Axes) and not artist.axison and isinstance(child, Axis | Spine)):
+            yield from _shown_texts(child)
+
+
+def layout_problems(fig: Figure, *, tolerance_px: float = 0.5) -> list[str]:
+    """What in ``fig``'s layout a reader cannot read, measured after drawing it as the notebook does: two drawn texts
+    (titles, axis and tick labels, legend entries, annotations) whose boxes overlap by more than ``tolerance_px``;
+    a legend that covers a plotted point (a vertex of a line or marker in data coordinates, an end of an error bar)
+    or a text; a marker cut by the edge of its axes, or outside them. Empty: every text and point can be read."""
+    from matplotlib.legend import Legend
+
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    texts, seen = [], set()
+    for text, where in _shown_texts(fig):
+        if id(text) not in seen:
+            seen.add(id(text))
+            texts.append((text, where, text.get_window_extent(renderer).expanded(1, 1).padded(-tolerance_px)))
+    problems = [f"text {a.get_text()!r} ({where_a}) overlaps text {b.get_text()!r} ({where_b})"
+                for i, (a, where_a, box_a) in enumerate(texts) for b, where_b, box_b in texts[i + 1:]
+                if box_a.overlaps(box_b)]
+    for legend in (a for a in _drawn(fig) if isinstance(a, Legend)):
+        problems += _legend_problems(fig, legend, texts, renderer, tolerance_px)
+    for ax in fig.axes:
+        problems += _cut_markers(fig, ax, renderer, tolerance_px)
+    return problems
+
+
+def _plotted_points(ax) -> list:
+    """Display coordinates of every vertex of ``ax``'s lines and line collections drawn in data coordinates."""
+    from matplotlib.collections import LineCollection
+
+    points = []
+    for line in ax.lines:
+        if line.get_transform().contains_branch(ax.transData) and line.get_visible() and len(line.get_xydata()):
+            points += list(line.get_transform().transform(line.get_xydata()))
+    for collection in ax.collections:
+        if isinstance(collection, LineCollection) and collection.get_visible():
+            for segment in collection.get_segments():
+                points += list(collection.get_transform().transform(segment))
+    return points
+
+
+def _legend_problems(fig: Figure, legend, texts: list, renderer, tolerance_px: float) -> list[str]:
+    """The texts outside ``legend`` it covers, and for each axes the first plotted point it covers."""
+    import numpy as np
+    from matplotlib.text import Text
+
+    in_legend = {id(t) for t in legend.findobj(Text)}
+    frame = legend.get_window_extent(renderer).padded(-tolerance_px)
+    problems = [f"a legend covers text {text.get_text()!r} ({where})" for text, where, box in texts
+                if id(text) not in in_legend and frame.overlaps(box)]
+    for ax in fig.axes:
+        view = ax.get_window_extent(renderer)
+        if any(np.isfinite([x, y]).all() and view.contains(x, y) and frame.contains(x, y)
+               for x, y in _plotted_points(ax)):
+            problems.append(f"a legend covers a plotted point of {ax.get_title() or 'an axes'!r}")
+    return problems
+
+
+def _cut_markers(fig: Figure, ax, renderer, tolerance_px: float) -> list[str]:
+    """Each line of ``ax`` with a marker that the axes' edge cuts, or that lies outside the axes."""
+    import numpy as np
+    from matplotlib.markers import MarkerStyle
+
+    view, problems = ax.get_window_extent(renderer), []
+    for line in ax.lines:
+        marker = MarkerStyle(line.get_marker()).get_marker()
+        if not line.get_visible() or not line.get_clip_on() or len(line.get_xydata()) == 0 \
+                or marker in ("None", "", " ") or not line.get_transform().contains_branch(ax.transData):
+            continue
+        half = line.get_markersize() * fig.dpi / 72 / 2
+        wide = 0.0 if marker in ("|", 2, 3) else half  # a vertical tick (an error bar's cap) has no width
+        tall = 0.0 if marker in ("_", 0, 1) else half  # nor a horizontal one height
+        inside = [view.x0 + wide - tolerance_px <= x <= view.x1 - wide + tolerance_px
+                  and view.y0 + tall - tolerance_px <= y <= view.y1 - tall + tolerance_px
+                  for x, y in line.get_transform().transform(line.get_xydata()) if np.isfinite([x, y]).all()]
+        if not all(inside):
+            problems.append(f"a marker of {line.get_label()!r} in {ax.get_title() or 'an axes'!r} is cut by the "
+                            "axes' edge or lies outside them")
+    return problems

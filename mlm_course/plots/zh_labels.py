@@ -165,6 +165,7 @@ _OBJECTIVE = {
 
 _PRETRAINING = {
     "stage {}": "第 {} 阶段",
+    "stage {} (fresh warm-up)": "第 {} 阶段（重新预热）",
     "training batches\n(mean per log interval)": "训练批量\n（每个记录区间的均值）",
     "held-out set\n(frozen masks)": "留出集\n（固定掩码）",
     "model {}": "模型 {}",
@@ -225,6 +226,8 @@ _FINE_TUNING = {
     "negative": "负面",
     "positive": "正面",
     "train (running mean)": "训练（滑动平均）",
+    "train: mean loss of the steps since the previous point": "训练：自上一个点以来各步的平均损失",
+    "dev: loss and accuracy at an evaluation": "开发集：一次评估时的损失和准确率",
     "dev": "开发集",
     "best: {} at step {}": "最佳：第 {1} 步的 {0}",
     "dev accuracy": "开发集准确率",
@@ -255,6 +258,7 @@ _FINE_TUNING = {
     "zero-shot (no labels), {}: {}": "零样本（无标签），{}：{}",
     "training labels (log scale; the last point is every label, {})": "训练标签数（对数刻度；最后一点是全部标签，{}）",
     "test accuracy (mean of seeds, 95 % t-interval)": "测试集准确率（各随机种子的均值，95 % t 区间）",
+    "test accuracy\n(mean of seeds, 95 % t-interval)": "测试集准确率\n（各随机种子的均值，95 % t 区间）",
     "{} − {}: ahead in {} of {} runs, p = {} after Holm ({})": "{0} − {1}：{3} 次运行中领先 {2} 次，Holm 校正后 p = {4}（{5}）",
     "a difference": "有差异",
     "not detected": "未检出",
@@ -266,6 +270,7 @@ _FINE_TUNING = {
     "filled: McNemar, after Holm, p < 0.05": "实心：McNemar，Holm 校正后 p < 0.05",
     "hollow: not detected": "空心：未检出",
     "pairs where the real sentence scores higher (%, 95 % Wilson)": "真实句子得分更高的句对（%，95 % Wilson）",
+    "pairs where the real sentence\nscores higher (%, 95 % Wilson)": "真实句子得分更高的句对\n（%，95 % Wilson）",
     "course checkpoint minus this scorer\n(points, same pairs, paired bootstrap 95 %)":
         "课程检查点减去该打分器\n（百分点，同一批句对，配对 bootstrap 95 %）",
     "MiniLM-L6, pretrained (real)": "MiniLM-L6，已预训练（真实模型）",
