@@ -36,7 +36,8 @@ def comparison_table(rows: Sequence[dict], *, hardware: bool = True) -> str:
         hw = row.get("hardware") or {}
         where = hw.get("gpu") or f"{hw.get('cpus')}-core CPU ({hw.get('torch_threads', '?')} thread(s))"
         star = "*" if row.get("note") else " "
-        lines.append(f"{row['label']:<55} {pct('test', row):>8} {row['test']['f1']:>8.3f} {pct('dev', row):>8} "
-                     f"{row['train_seconds']:>8.0f}{star}" + (f" {where}, {row.get('date', '')}" if hardware else ""))
+        line = (f"{row['label']:<55} {pct('test', row):>8} {row['test']['f1']:>8.3f} {pct('dev', row):>8} "
+                f"{row['train_seconds']:>8.0f}{star}")
+        lines.append(f"{line} {where}, {row.get('date', '')}" if hardware else line.rstrip())
     lines += [f"* {row['label']}: {row['note']}" for row in rows if row.get("note")]
     return "\n".join(lines)

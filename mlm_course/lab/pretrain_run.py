@@ -251,8 +251,10 @@ def run(config: PretrainConfig, out_dir: str | os.PathLike, *, resume: bool = Fa
     if processes.is_main_process:
         write_json_atomic(out / PLAN_FILE, {"steps": config.steps})
     if verbose and processes.is_main_process:
+        budget = f", stopped after {config.minutes:g} minutes (--minutes)" if config.minutes else ""
         print(f"{name}: {models.count_parameters(model)['total']:,} parameters; {len(train_blocks):,} training and "
-              f"{len(eval_blocks):,} held-out sequences of {config.seq_len}; {config.steps:,} steps", flush=True)
+              f"{len(eval_blocks):,} held-out sequences of {config.seq_len}; a {config.steps:,}-step schedule{budget}",
+              flush=True)
     result = pretrain(model, tokenizer, train_blocks, eval_blocks, config, out_dir=out, resume=resume,
                       progress=progress)
     if not processes.is_main_process:
