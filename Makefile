@@ -11,7 +11,7 @@ QUICK   := MLM_COURSE_QUICK=1
 THREADS := OMP_NUM_THREADS=1
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 
-.PHONY: setup course execute execute-zh test lint bench gpu-check clean
+.PHONY: setup course execute execute-zh test lint bench book gpu-check clean
 
 setup: $(STAMP)
 
@@ -43,7 +43,12 @@ test: setup lint
 	  --durations=15 tests $(NOTEBOOKS)
 
 lint: setup
-	$(BIN)/ruff check mlm_course tests scripts benchmarks notebooks
+	$(BIN)/ruff check mlm_course tests scripts benchmarks notebooks book
+
+## The course as a static site, both editions, from the notebooks as committed (nothing executed): Sphinx + myst-nb
+## (the `book` extra, which `make setup` installs with `test`); open build/book/html/index.html. scripts/book_site.py
+book: setup
+	$(BIN)/python scripts/book_site.py build/book/html
 
 bench: setup
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(OFFLINE) $(BIN)/python $$b || exit 1; done

@@ -29,11 +29,20 @@ def github_repo(url: str) -> str:
     return match.group(1)
 
 
+def colab_url(repo: str, path: str) -> str:
+    """Open in Colab: the notebook at ``path`` in the repository (e.g. "notebooks/01_why_log.ipynb")."""
+    return f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/{path}"
+
+
+def binder_url(repo: str, path: str) -> str:
+    """Binder: JupyterLab on the repository, opened at the notebook ``path``."""
+    return f"https://mybinder.org/v2/gh/{repo}/{BRANCH}?labpath={quote(path, safe='')}"
+
+
 def badges(repo: str, notebook: str) -> str:
     """The course map's cell for ``notebook`` (e.g. "01_why_log"): Colab and Binder badges linking to it."""
-    colab = f"https://colab.research.google.com/github/{repo}/blob/{BRANCH}/notebooks/{notebook}.ipynb"
-    binder = f"https://mybinder.org/v2/gh/{repo}/{BRANCH}?labpath={quote(f'notebooks/{notebook}.ipynb', safe='')}"
-    return f"[![Open in Colab]({COLAB_BADGE})]({colab}) [![Binder]({BINDER_BADGE})]({binder})"
+    path = f"notebooks/{notebook}.ipynb"
+    return f"[![Open in Colab]({COLAB_BADGE})]({colab_url(repo, path)}) [![Binder]({BINDER_BADGE})]({binder_url(repo, path)})"
 
 
 def _without_badges(line: str) -> str:
