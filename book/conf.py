@@ -53,4 +53,6 @@ html_theme_options = {
     "launch_buttons": {},
     "article_header_start": ["toggle-primary-sidebar.html", "course-links.html"],
     "show_toc_level": 2,
+    # the landing page's course map is a wide table: give it the page's width (its sections stay in the sidebar)
+    "secondary_sidebar_items": {"**": ["page-toc.html"], root_doc: []},
 }

@@ -12,7 +12,9 @@ before the appendices. This module is a Sphinx extension (``setup``) that
 - gives every page its links (``html-page-context``): the same page in the other edition, and on a notebook's page
   its ``.ipynb`` (copied beside the page), Open in Colab and Binder (``scripts/write_badges.py``'s URLs);
 - serves a CJK web font (``build-finished``; book/_static/course-cjk.css): the course's font
-  (mlm_course/data/fonts/), subset to the characters of the edition's pages, as WOFF.
+  (mlm_course/data/fonts/), subset to the characters of the edition's pages, as WOFF; and drops the MathJax
+  bundles the pages do not load;
+- makes search find number sequences such as "80/10/10" (:func:`search_languages`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ SETUP_CELL = "course-setup"  # the id of every notebook's first cell
 CJK_FONT = ROOT / "mlm_course" / "data" / "fonts" / "CourseCJKSans-Regular.otf"
 WEB_FONT = "_static/fonts/course-cjk-sans.woff"
 FONT_FAMILY = "Course CJK Sans"
+MATHJAX = "tex-chtml.js"  # the bundle sphinx-mathjax-offline points the pages at
 # the characters the web font serves (book/_static/course-zh.css, unicode-range): CJK radicals to ideographs (with
 # CJK punctuation, kana and bopomofo), compatibility ideographs, CJK compatibility forms, full-width forms
 CJK_RANGES = ((0x2E80, 0x9FFF), (0xF900, 0xFAFF), (0xFE30, 0xFE4F), (0xFF00, 0xFFEF))
@@ -155,10 +158,26 @@ def site_characters(folder: Path) -> str:
     return "".join(sorted(chars))
 
 
+def is_cjk(character: str) -> bool:
+    """Whether the web font serves ``character`` (:data:`CJK_RANGES`)."""
+    return any(lo <= ord(character) <= hi for lo, hi in CJK_RANGES)
+
+
+def missing_cjk(characters: str, font: Path = CJK_FONT) -> str:
+    """The CJK characters of ``characters`` that ``font`` has no glyph for."""
+    from fontTools.ttLib import TTFont
+
+    cmap = TTFont(str(font), lazy=True).getBestCmap()
+    return "".join(c for c in characters if is_cjk(c) and ord(c) not in cmap)
+
+
 def write_web_font(characters: str, out: Path, font: Path = CJK_FONT) -> int:
     """Write ``font`` subset to ``characters`` (those it has) as WOFF to ``out``; returns the glyphs kept."""
+    import logging
+
     from fontTools import subset
 
+    logging.getLogger("fontTools").setLevel(logging.WARNING)  # else every table it prunes is logged
     options = subset.Options()
     options.flavor = "woff"
     options.layout_features = ["*"]
@@ -171,6 +190,16 @@ def write_web_font(characters: str, out: Path, font: Path = CJK_FONT) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     subset.save_font(loaded, str(out), options)
     return len(loaded.getGlyphOrder())
+
+
+def prune_mathjax(folder: Path, keep: str = MATHJAX) -> list[str]:
+    """Remove the MathJax bundles the site does not load (sphinx-mathjax-offline copies all 14, 14 MB, among them
+    ``latest.js``, which fetches MathJax from a CDN): only ``keep``, which loads its extensions, the menu, speech and
+    the fonts from the folders beside it. Returns the names removed."""
+    removed = sorted(path.name for path in folder.glob("*.js") if path.name != keep)
+    for name in removed:
+        (folder / name).unlink()
+    return removed
 
 
 def _source_read(app, docname: str, source: list[str]) -> None:
@@ -194,8 +223,15 @@ def _build_finished(app, exception) -> None:
     for name in notebook_names(edition):
         shutil.copyfile(ROOT / folder / f"{name}.ipynb", out / folder / f"{name}.ipynb")
     shutil.copyfile(out / f"{EDITIONS[edition]['root_doc']}.html", out / "index.html")
-    glyphs = write_web_font(site_characters(out), out / WEB_FONT)
+    prune_mathjax(out / "_static" / "mathjax")
+    characters = site_characters(out)
+    glyphs = write_web_font(characters, out / WEB_FONT)
     print(f"{edition}: {WEB_FONT}: {glyphs} glyphs, {(out / WEB_FONT).stat().st_size / 1e6:.2f} MB")
+    missing = missing_cjk(characters)
+    if missing:
+        print(f"warning: the course's CJK font lacks {missing}, which the site shows as missing-glyph boxes where no "
+              "font of the reader's has them: run scripts/build_cjk_font.py (it keeps every CJK character of the "
+              "notebooks)", file=sys.stderr)
 
 
 # Number sequences such as "80/10/10" or "80 / 10 / 10": Sphinx's search drops numbers (in the index and in the
@@ -246,7 +282,7 @@ def setup(app):
     app.add_config_value("course_edition", "en", "env")
     app.connect("source-read", _source_read)
     app.connect("html-page-context", _page_context)
-    app.connect("build-finished", _build_finished)
+    app.connect("build-finished", _build_finished, priority=900)  # after sphinx-mathjax-offline has copied MathJax
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

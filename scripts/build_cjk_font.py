@@ -7,7 +7,8 @@ Input (sha256 pinned below; a different download is reported): Debian ``fonts-no
 SIL Open Font License 1.1, © 2014-2021 Adobe, with Reserved Font Name "Source".
 
 Output in ``mlm_course/data/fonts/``: ``CourseCJKSans-Regular.otf``, a subset of that face (every character of
-GB 2312, every character of the course's Chinese poems and every character of the Chinese figure labels, plus
+GB 2312, every character of the course's Chinese poems, every character of the Chinese figure labels and every
+CJK character of the notebooks (both editions: the site of ``make book`` draws them in this font), plus
 printable ASCII), its hinting dropped; ``OFL.txt`` (the licence and where the font comes from);
 ``sources.json`` (input, output, character counts). A subset is a Modified Version under the OFL, so it is renamed
 "Course CJK Sans" (no reserved name, and no clash with a full Noto Sans CJK a learner has installed). The build
@@ -39,9 +40,9 @@ POEM_FILES = ("poems.jsonl.gz", "quantangshi.jsonl.gz")
 
 OFL_HEADER = f"""CourseCJKSans-Regular.otf is a subset of Noto Sans CJK SC Regular (face {FACE} of NotoSansCJK-Regular.ttc
 in the Debian package {DEB[0]} {DEB[1]}; upstream https://github.com/notofonts/noto-cjk), made by
-scripts/build_cjk_font.py: only the characters of GB 2312, of the course's Chinese poems and of its Chinese
-figure labels are kept, hinting is dropped, and the family is renamed "Course CJK Sans". It is distributed under
-the SIL Open Font License 1.1, below.
+scripts/build_cjk_font.py: only the characters of GB 2312, of the course's Chinese poems, of its Chinese
+figure labels and the CJK characters of its notebooks are kept, hinting is dropped, and the family is renamed
+"Course CJK Sans". It is distributed under the SIL Open Font License 1.1, below.
 
 Copyright 2014-2021 Adobe (http://www.adobe.com/), with Reserved Font Name 'Source'.
 
@@ -82,11 +83,22 @@ def poem_characters() -> set[str]:
     return found
 
 
+def notebook_characters() -> set[str]:
+    """Every CJK character (book_site.CJK_RANGES) of the course's notebooks, both editions, and the glossary: the
+    site (make book) draws them in this font, e.g. 東 of 02's "東京 Tokyo", which GB 2312 lacks."""
+    from book_site import is_cjk
+
+    files = [*(ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"), *(ROOT / "notebooks" / "zh").glob("[0-9][0-9]_*.ipynb"),
+             ROOT / "notebooks" / "zh" / "GLOSSARY.md"]
+    text = "".join(path.read_text(encoding="utf-8") for path in files)
+    return {c for c in set(text) if is_cjk(c)}
+
+
 def characters() -> dict[str, set[str]]:
     """The characters to keep, by where they come from."""
     labels = set("".join(language.ZH_LABELS.values()))
     return {"gb2312": gb2312_characters(), "poems": poem_characters(), "labels": labels,
-            "ascii": {chr(c) for c in range(0x20, 0x7F)}}
+            "notebooks": notebook_characters(), "ascii": {chr(c) for c in range(0x20, 0x7F)}}
 
 
 def subset_font(unpacked: Path, keep: set[str], out: Path) -> int:

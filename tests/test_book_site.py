@@ -147,3 +147,17 @@ def test_both_readmes_name_the_site_that_pages_publishes_for_the_source_reposito
     workflow = (ROOT / ".github" / "workflows" / "pages.yml").read_text()
     assert "make book" in workflow and "path: build/book/html" in workflow
     assert "actions/deploy-pages" in workflow and "pages: write" in workflow and "id-token: write" in workflow
+
+
+def test_prune_mathjax_keeps_only_the_bundle_the_pages_load(tmp_path):
+    for name in ("tex-chtml.js", "latest.js", "tex-svg.js"):
+        (tmp_path / name).write_text("//")
+    (tmp_path / "output").mkdir()
+    assert book_site.prune_mathjax(tmp_path) == ["latest.js", "tex-svg.js"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["output", "tex-chtml.js"]
+
+
+def test_is_cjk_and_missing_cjk():
+    assert book_site.is_cjk("掩") and book_site.is_cjk("，") and not book_site.is_cjk("a") and not book_site.is_cjk("é")
+    assert book_site.missing_cjk("掩码 mask，東") == ""  # the course's font keeps the notebooks' characters
+    assert book_site.missing_cjk("\u4e02a") == "\u4e02"  # 丂: in no text of the course, nor in GB 2312
