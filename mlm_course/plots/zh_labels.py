@@ -281,6 +281,8 @@ _FINE_TUNING = {
     "{}-core CPU, no GPU": "{} 核 CPU，无 GPU",
     "Word order without labels: which sentence of a pair scores higher ({} pairs per domain)":
         "不用标签判断词序：一对句子中哪一句得分更高（每个领域 {} 对）",
+    "Word order without labels: which sentence of a pair scores higher ({} test pairs per domain)":
+        "不用标签判断词序：一对句子中哪一句得分更高（每个领域 {} 个测试句对）",
     "Word order, held-out corpus test set of {} sentences (half real)": "词序，留出语料测试集 {} 个句子（一半是真实句子）",
     "Word order: each model against a baseline, paired runs (same labels, seed)":
         "词序：每个模型与一个基线对比，配对运行（相同的标签和随机种子）",
