@@ -18,7 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM_FLAGS, _free_port, _tools
+from test_browser import _free_port, chromium_driver
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -185,16 +185,8 @@ def server(site):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    chromium, driver_path = _tools()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    driver = chromium_driver(tmp_path_factory.mktemp("chromium"),
+                             {"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}})
     driver.set_page_load_timeout(PAGE_LOAD_S)
     try:
         yield driver

@@ -115,17 +115,24 @@ def jupyterlab(tmp_path):
             server.wait()
 
 
-@pytest.fixture
-def browser(tmp_path):
+def chromium_driver(profile: Path, capabilities: dict | None = None):
+    """A headless Chromium driven by selenium, its profile in ``profile``, with ``capabilities`` set."""
     chromium, driver_path = _tools()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"):
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    for name, value in (capabilities or {}).items():
+        options.set_capability(name, value)
+    return webdriver.Chrome(service=Service(driver_path), options=options)
+
+
+@pytest.fixture
+def browser(tmp_path):
+    driver = chromium_driver(tmp_path / "chromium")
     try:
         yield driver
     finally:
