@@ -5,9 +5,10 @@
 
 Run it after ``make execute`` (the English edition), from the same code. Each notebook is first synced
 (``scripts/sync_translations.py``: code and outputs from the English edition), then executed in ``notebooks/zh/``
-with ``MLM_COURSE_LANG=zh``. Of that run only the figures are kept: each replaces the English figure at the same
-place and records which English figure it stands for; every other output stays the English one, so the numbers
-the translated prose cites are the English edition's. Nothing is written when a figure names something the label
+with ``MLM_COURSE_LANG=zh``. Of that run only the figures and the exercise cells' outputs are kept: each figure
+replaces the English figure at the same place and records which English figure it stands for, each exercise cell's
+outputs (its prompt, its verdict) the English ones; every other output stays the English one, so the numbers the
+translated prose cites are the English edition's. Nothing is written when a figure names something the label
 table lacks (``UntranslatedFigureText``), when a character is missing from the font, or when the Chinese run draws
 a different number of figures in a cell. The script also reports in how many code cells the Chinese run printed
 exactly what the English one did (a measure of how deterministic the notebooks are; it changes nothing).
@@ -57,7 +58,7 @@ def problems(run: dict) -> list[str]:
 def same_prints(english: dict, run: dict) -> tuple[int, int]:
     """(code cells whose outputs other than figures equal the English ones, code cells)."""
     pairs = [(a, b) for a, b in zip(english["cells"], run["cells"], strict=True) if a["cell_type"] == "code"]
-    same = sum(sync_translations.without_figures(a)["outputs"] == sync_translations.without_figures(b)["outputs"]
+    same = sum(sync_translations.without_figures(a).get("outputs") == sync_translations.without_figures(b).get("outputs")
                for a, b in pairs)
     return same, len(pairs)
 

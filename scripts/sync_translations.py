@@ -7,6 +7,9 @@ runs the Chinese edition, whose figures are drawn in Chinese, and each Chinese f
 it stands for (``translated_from`` in the output's metadata); it is kept while that English figure is unchanged,
 and otherwise replaced by the English figure and named, until the Chinese edition is run again. Where the English notebook gained, lost or reordered cells,
 the script names the first place the two differ and changes nothing: translate there, then run it again.
+Exercise cells (``check("NN.k", ...)``, ``get("NN.k").prompt``) are the other exception: what they print is the
+exercise's text in the notebook's language, so their outputs come from the Chinese run too, each recording the
+English outputs it stands for (``translated_from`` in the cell's metadata), kept while those stand.
 ``--start NN_name`` begins a translation: a copy of the English notebook whose markdown cells are then translated.
 
 Each translated markdown cell records which English text it translates (``metadata.translated_from``: a hash of
@@ -23,6 +26,7 @@ import argparse
 import copy
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -33,6 +37,7 @@ CODE_FIELDS = ("source", "outputs", "execution_count", "metadata")
 MARK = "translated_from"  # in a Chinese markdown cell's metadata: english_hash of the English cell it translates;
 # in the metadata of a Chinese figure (an output): figure_hash of the English figure it was drawn for
 FIGURE = "image/png"
+WORDED = re.compile(r'\bcheck\("\d\d\.\d"|\bget\("\d\d\.\d"\)\.prompt')  # a cell that prints an exercise's words
 
 
 def pairs(root: Path = ROOT) -> list[tuple[Path, Path]]:
@@ -100,17 +105,39 @@ def _with_figures(english_cell: dict, drawn: dict[str, str]) -> dict:
     return cell
 
 
+def worded(cell: dict) -> bool:
+    """Whether a code cell prints an exercise's prompt or verdict, which the course words in the notebook's language."""
+    return cell["cell_type"] == "code" and bool(WORDED.search("".join(cell["source"])))
+
+
+def outputs_hash(cell: dict) -> str:
+    """The first 16 hex digits of the SHA-256 of a code cell's outputs as stored."""
+    return hashlib.sha256(json.dumps(cell.get("outputs", []), sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def _with_words(english_cell: dict, printed: dict) -> dict:
+    """The English exercise cell with the outputs of ``printed`` (the Chinese run's cell) in place of its own,
+    recording which English outputs they stand for."""
+    cell = copy.deepcopy(english_cell)
+    cell["outputs"] = copy.deepcopy(printed.get("outputs", []))
+    cell["metadata"] = {**cell.get("metadata", {}), MARK: outputs_hash(english_cell)}
+    return cell
+
+
 def synced(english: dict, chinese: dict) -> dict:
     """``chinese`` with every code cell replaced by the English one, except for the figures the Chinese edition
-    drew in Chinese for exactly these English figures; markdown and notebook metadata kept."""
+    drew in Chinese for exactly these English figures and the exercise cells it printed in Chinese for exactly
+    these English outputs; markdown and notebook metadata kept."""
     cells = []
     for a, b in zip(english["cells"], chinese["cells"], strict=True):
         if a["cell_type"] != "code":
             cells.append(b)
-            continue
-        drawn = {output["metadata"][MARK]: output["data"][FIGURE] for output in figures(b)
-                 if MARK in output.get("metadata", {})}
-        cells.append(_with_figures(a, drawn))
+        elif worded(a) and b.get("metadata", {}).get(MARK) == outputs_hash(a):
+            cells.append(_with_words(a, b))
+        else:
+            drawn = {output["metadata"][MARK]: output["data"][FIGURE] for output in figures(b)
+                     if MARK in output.get("metadata", {})}
+            cells.append(_with_figures(a, drawn))
     return {**chinese, "cells": cells}
 
 
@@ -126,6 +153,9 @@ def with_chinese_figures(english: dict, chinese: dict, executed: dict) -> dict:
         if len(theirs) != len(ours):
             raise ValueError(f"cell {a.get('id')}: the English run drew {len(theirs)} figures, the Chinese run "
                              f"{len(ours)}: execute both editions from the same code")
+        if worded(a):
+            cells.append(_with_words(a, run))
+            continue
         cells.append(_with_figures(a, {figure_hash(en): zh["data"][FIGURE] for en, zh in zip(theirs, ours, strict=True)}))
     return {**chinese, "cells": cells}
 
@@ -136,8 +166,18 @@ def stale_figures(english: dict, chinese: dict) -> list[str]:
             and {figure_hash(o) for o in figures(a)} - {o.get("metadata", {}).get(MARK) for o in figures(b)}]
 
 
+def stale_words(english: dict, chinese: dict) -> list[str]:
+    """Ids of the exercise cells whose outputs the Chinese edition has not printed in Chinese for the English ones."""
+    return [a["id"] for a, b in zip(english["cells"], chinese["cells"], strict=True)
+            if worded(a) and b.get("metadata", {}).get(MARK) != outputs_hash(a)]
+
+
 def without_figures(cell: dict) -> dict:
-    """A code cell's fields that both editions share: its figures blanked (the Chinese ones are drawn apart)."""
+    """A code cell's fields that both editions share: its figures blanked (the Chinese ones are drawn apart), and
+    an exercise cell's outputs and their record left out (the Chinese ones are printed apart)."""
+    if worded(cell):
+        metadata = {key: value for key, value in cell.get("metadata", {}).items() if key != MARK}
+        return {key: cell.get(key) for key in CODE_FIELDS if key != "outputs"} | {"metadata": metadata}
     cell = copy.deepcopy(cell)
     for output in figures(cell):
         output["data"][FIGURE] = ""
@@ -176,10 +216,11 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         if text != zh_path.read_text(encoding="utf-8"):
             zh_path.write_text(text, encoding="utf-8")
             print(f"updated {zh_path.relative_to(root)}")
-        figures_old = stale_figures(english, updated)
+        figures_old = stale_figures(english, updated) + stale_words(english, updated)
         if figures_old:
-            print(f"{zh_path.relative_to(root)}: the figures of code cells {' '.join(figures_old)} are the English ones "
-                  f"(not drawn in Chinese since they changed): run  python scripts/execute_chinese.py {zh_path.stem}",
+            print(f"{zh_path.relative_to(root)}: the figures or exercise text of code cells {' '.join(figures_old)} are "
+                  f"the English ones (not run in Chinese since they changed): run  python scripts/execute_chinese.py "
+                  f"{zh_path.stem}",
                   file=sys.stderr)
             status = 1
         old = stale(english, chinese)

@@ -63,6 +63,35 @@ def test_every_figure_of_the_translation_is_drawn_in_chinese_for_the_english_fig
 
 
 @pytest.mark.parametrize("english, chinese", PAIRS, ids=[zh.stem for _, zh in PAIRS])
+def test_every_exercise_cell_of_the_translation_prints_in_chinese_for_the_english_outputs_as_they_stand(english,
+                                                                                                     chinese):
+    en, zh = _load(english), _load(chinese)
+    assert sync_translations.stale_words(en, zh) == [], "run scripts/execute_chinese.py"
+    for a, b in zip(en["cells"], zh["cells"], strict=True):
+        if sync_translations.worded(a) and a["outputs"]:
+            assert CJK.search(json.dumps(b["outputs"], ensure_ascii=False)), f"cell {a['id']} prints no Chinese"
+
+
+def test_an_exercise_cells_chinese_outputs_are_kept_while_its_english_outputs_stand():
+    """Only cells that print an exercise's words count; their Chinese outputs stand for English outputs by hash."""
+    def cell(source, text):
+        return {"cell_type": "code", "id": "e", "metadata": {}, "execution_count": 1, "source": [source],
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": [text]}]}
+
+    english = {"cells": [cell('check("03.6", answer)', "❌ 03.6: no\n")], "metadata": {}}
+    run = {"cells": [cell('check("03.6", answer)', "❌ 03.6：不对\n")]}
+    chinese = sync_translations.with_chinese_figures(english, english, run)
+    assert chinese["cells"][0]["outputs"] == run["cells"][0]["outputs"]
+    assert sync_translations.synced(english, chinese) == chinese and sync_translations.stale_words(english, chinese) == []
+    assert sync_translations.without_figures(chinese["cells"][0]) == sync_translations.without_figures(english["cells"][0])
+    english["cells"][0]["outputs"][0]["text"] = ["❌ 03.6: no, and here is why\n"]
+    assert sync_translations.synced(english, chinese)["cells"][0] == english["cells"][0]  # the English until run again
+    assert sync_translations.stale_words(english, chinese) == ["e"]
+    assert not sync_translations.worded(cell("print(check)", "")) and sync_translations.worded(
+        cell('print(get("07.5").prompt)', ""))
+
+
+@pytest.mark.parametrize("english, chinese", PAIRS, ids=[zh.stem for _, zh in PAIRS])
 def test_every_translation_records_the_english_text_it_translates(english, chinese):
     old = sync_translations.stale(_load(english), _load(chinese))
     assert not old, f"English changed since translated: {old}: translate, then sync_translations.py --translated"
