@@ -47,7 +47,7 @@ CORPORA = ("course", "reviews")
 PLAN_FILE = "plan.json"
 RESULTS_FILE = "results.json"
 DEFAULT_SIZE = "tiny"  # the model a run builds when neither --size nor --init-from is given
-_RECIPE = TrainConfig.pretraining()  # the defaults of the steps, warm-up and time budget: one value of each
+_PRETRAINING = TrainConfig.pretraining()  # the defaults of the steps, warm-up and time budget: one value of each
 Batch = dict[str, torch.Tensor]
 
 
@@ -83,9 +83,9 @@ class PretrainConfig(OptimiserSettings):
     static_copies: int | None = field(default=None, **_help("static masking: this many masked copies made once "
                                                             "(BERT's dupe_factor); default: a fresh mask each step"))
     sparse_logits: bool = field(default=True, **_help("project only the masked positions to the vocabulary"))
-    steps: int = field(default=_RECIPE.steps, **_help("optimiser steps: the schedule decays to 0 at the last"))
-    warmup_ratio: float = field(default=_RECIPE.warmup_ratio, **_help("warm-up as a fraction of the optimiser steps"))
-    minutes: float | None = field(default=_RECIPE.minutes, **_help(
+    steps: int = field(default=_PRETRAINING.steps, **_help("optimiser steps: the schedule decays to 0 at the last"))
+    warmup_ratio: float = field(default=_PRETRAINING.warmup_ratio, **_help("warm-up as a fraction of the optimiser steps"))
+    minutes: float | None = field(default=_PRETRAINING.minutes, **_help(
         "stop after this many minutes of the run (evaluations included), part-way down the schedule of --steps; "
         "inf: no time limit"))
     fit_schedule: bool = field(default=False, **_help("with --minutes: fit the step count, and with it the "
