@@ -13,6 +13,11 @@ Inputs (sha256 pinned below; a different download is reported):
   *Complete Tang Poems* (全唐诗) in traditional characters, converted to simplified ones with OpenCC's ``t2s``
   tables (PyPI ``opencc-python-reimplemented`` 0.1.7, Apache-2.0; used here only).
 
+Two clean-ups apply to every poem: a line that only numbers the poems of a set (其一, 其二) is dropped, and variant
+characters (异体字: 簷, 疎, 劒, …) that ``t2s`` leaves alone become their standard simplified form (檐, 疏, 剑) by
+the single-character mainland table of PyPI ``zhconv`` 1.4.3 (GPL-2.0+, tables from MediaWiki; used here only, its
+code and tables are not shipped), except where that form means something else (:data:`VARIANT_EXCEPTIONS`).
+
 Outputs in ``mlm_course/data/``: ``chinese/poems.jsonl.gz`` (fortunes-zh's poems with their split),
 ``chinese/quantangshi.jsonl.gz`` (extra training poems), ``chinese/sources.json`` (inputs, outputs, rules, counts),
 ``chinese-char-bert/`` (the character tokenizer; with ``--model`` also the BERT, ``metrics.jsonl``,
@@ -58,6 +63,8 @@ CLAUSE_MIN = 4  # a shared clause of this many characters or more counts as the 
 MIN_COUNT = 2  # characters seen fewer times in the training text become [UNK]
 CJK = "\u3400-\u4dbf\u4e00-\u9fff\U00020000-\U0002ebef"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+PART_NUMBER = re.compile(r"^其[一二三四五六七八九十]+$")  # 其一, 其二: which poem of a set, not a line of verse
+VARIANT_EXCEPTIONS = {"醯": "酰"}  # 醯 (vinegar, 醯鸡) is not a variant of the chemistry coinage 酰
 REGULAR_LINE = re.compile(rf"^(?:[{CJK}]{{5}}，[{CJK}]{{5}}|[{CJK}]{{7}}，[{CJK}]{{7}})[。？！；]$")
 
 
@@ -120,7 +127,7 @@ def parse_fortunes(text: str, source: str) -> list[dict]:
             raise ValueError(f"{source}: an entry without a coloured title and author: {entry[:80]!r}")
         title = _header(rows[0], "题目").replace("《", "").replace("》", "")
         author = re.sub(r"（.*）$", "", _header(rows[1], "作者"))
-        lines = [ANSI.sub("", row) for row in rows[2:]]
+        lines = [ANSI.sub("", row) for row in rows[2:] if not PART_NUMBER.match(ANSI.sub("", row))]
         if any("\x1b" in line or "%" in line for line in lines):
             raise ValueError(f"{source}: {title}: a line still holds a control code or a separator")
         poems.append({"source": source, "title": title, "author": author, "lines": lines})
@@ -164,19 +171,23 @@ def _tang_members(tgz: Path) -> list[tuple[str, list[dict]]]:
         return [(name, json.loads(tar.extractfile(name).read())) for name in names]
 
 
-def extra_tang_poems(tgz: Path, banned: set[str]) -> tuple[list[dict], dict]:
-    """Regular Tang poems (2–8 lines, each two clauses of 5 or 7 characters, all alike) in simplified characters,
-    without repeats and without any poem sharing a clause with a held-out one; ``EXTRA_POEMS`` of them, sampled
-    with a seed and kept in file order. Also the counts of what each rule removed."""
+def extra_tang_poems(tgz: Path, banned: set[str], standardise: Standardiser) -> tuple[list[dict], dict]:
+    """Regular Tang poems (2–8 lines, each two clauses of 5 or 7 characters, all alike) in simplified characters
+    (``t2s``, then ``standardise``), without repeats and without any poem sharing a clause with a held-out one;
+    ``EXTRA_POEMS`` of them, sampled with a seed and kept in file order. Also the counts of what each rule removed."""
     import opencc
 
-    to_simplified = opencc.OpenCC("t2s").convert
+    t2s = opencc.OpenCC("t2s").convert
+
+    def simplified(text: str) -> str:
+        return standardise(t2s(text))
+
     counts = {"poems": 0, "regular": 0, "shares_a_heldout_clause": 0, "repeat": 0}
     kept, seen = [], set()
     for name, rows in _tang_members(tgz):
         for row in rows:
             counts["poems"] += 1
-            lines = [to_simplified(line) for line in row["paragraphs"]]
+            lines = [simplified(line) for line in row["paragraphs"]]
             if not (2 <= len(lines) <= 8 and all(REGULAR_LINE.match(x) for x in lines) and len(set(map(len, lines))) == 1):
                 continue
             counts["regular"] += 1
@@ -186,11 +197,48 @@ def extra_tang_poems(tgz: Path, banned: set[str]) -> tuple[list[dict], dict]:
                 counts["repeat"] += 1
             else:
                 seen.add("".join(lines))
-                kept.append({"source": "quantangshi", "split": "train", "title": to_simplified(row["title"]),
-                             "author": to_simplified(row["author"]), "lines": lines, "file": name.split("/")[-1]})
+                kept.append({"source": "quantangshi", "split": "train", "title": simplified(row["title"]),
+                             "author": simplified(row["author"]), "lines": lines, "file": name.split("/")[-1]})
     chosen = sorted(random.Random(EXTRA_SEED).sample(range(len(kept)), EXTRA_POEMS))
     counts["sampled"] = EXTRA_POEMS
     return [kept[i] for i in chosen], counts
+
+
+# ---- variant characters ------------------------------------------------------------------------------------------
+
+
+class Standardiser:
+    """Call it on a text: each variant character (异体字) — a Han character that OpenCC's ``t2s`` keeps as it is but
+    zhconv's mainland table changes into one other Han character — becomes that character, :data:`VARIANT_EXCEPTIONS` aside.
+    ``replaced`` counts the replacements made so far, by variant."""
+
+    def __init__(self) -> None:
+        import opencc
+        import zhconv
+
+        self._t2s, self._zhconv = opencc.OpenCC("t2s").convert, zhconv.convert
+        self._forms: dict[str, str] = {}
+        self.replaced: dict[str, int] = {}
+
+    def _form(self, ch: str) -> str:
+        if ch not in self._forms:
+            standard = self._zhconv(ch, "zh-cn")
+            han = all(re.fullmatch(f"[{CJK}]", c) for c in ch + standard)  # not 「」 → “”: punctuation stays
+            variant = han and len(standard) == 1 and standard != ch and self._t2s(ch) == ch
+            self._forms[ch] = standard if variant and VARIANT_EXCEPTIONS.get(ch) != standard else ch
+        return self._forms[ch]
+
+    def __call__(self, text: str) -> str:
+        out = "".join(self._form(ch) for ch in text)
+        for old, new in zip(text, out, strict=True):
+            if old != new:
+                self.replaced[f"{old}→{new}"] = self.replaced.get(f"{old}→{new}", 0) + 1
+        return out
+
+    def poem(self, poem: dict) -> dict:
+        """``poem`` with its title, author and lines standardised."""
+        return {**poem, "title": self(poem["title"]), "author": self(poem["author"]),
+                "lines": [self(line) for line in poem["lines"]]}
 
 
 # ---- writing -------------------------------------------------------------------------------------------------------
@@ -205,11 +253,12 @@ def build_text(downloads: Path) -> dict:
     """Write the two poem files and return the record for ``sources.json``."""
     paths = fetch(downloads)
     texts = fortune_texts(paths["deb"])
-    parsed = [poem for name, text in texts.items() for poem in parse_fortunes(text, name)]
+    fortunes_standard, tang_standard = Standardiser(), Standardiser()
+    parsed = [fortunes_standard.poem(poem) for name, text in texts.items() for poem in parse_fortunes(text, name)]
     poems = split_poems(parsed)
     heldout = [p for p in poems if p["split"] == "heldout"]
     banned = set().union(*(clauses(p["lines"]) for p in heldout))
-    extra, extra_counts = extra_tang_poems(paths["npm"], banned)
+    extra, extra_counts = extra_tang_poems(paths["npm"], banned, tang_standard)
     with tarfile.open(paths["npm"]) as tar:
         licence = tar.extractfile("package/LICENSE").read().decode("utf-8")
     write_jsonl_gz(OUT / "poems.jsonl.gz", poems)
@@ -226,6 +275,9 @@ def build_text(downloads: Path) -> dict:
         "outputs": {name: sha256_file(OUT / name) for name in ("poems.jsonl.gz", "quantangshi.jsonl.gz", "NOTICE")},
         "rules": {"heldout_share": HELDOUT_SHARE, "split_seed": SPLIT_SEED, "always_heldout": list(ALWAYS_HELDOUT),
                   "clause_min": CLAUSE_MIN, "extra_seed": EXTRA_SEED, "parsed": len(parsed),
+                  "dropped_line": PART_NUMBER.pattern, "variant_exceptions": VARIANT_EXCEPTIONS,
+                  "variants_replaced": {"fortunes-zh": fortunes_standard.replaced,
+                                        "quantangshi (every poem read)": tang_standard.replaced},
                   "dropped_train_repeats": len(parsed) - len(poems)},
         "counts": {**splits, "quantangshi/train": count(extra), "quantangshi_filter": extra_counts},
     }
