@@ -78,7 +78,8 @@ formatting or other files.
 
 quantangshi.jsonl.gz: poems of the Complete Tang Poems (全唐诗, public domain) from the npm package
 chinese-poetry 2.0.1, converted to simplified characters with OpenCC's t2s tables (opencc-python-reimplemented
-0.1.7, Apache-2.0). The collection is distributed under the following licence:
+0.1.7, Apache-2.0) and zhconv's table of variant characters (zhconv 1.4.3). The collection is distributed under the
+following licence:
 
 """
 

@@ -54,6 +54,19 @@ def test_the_shipped_poems_have_no_colour_codes_and_split_by_poem():
         corpus.chinese_poems("train", "modern")
 
 
+def test_the_shipped_poems_are_verse_in_standard_simplified_characters(tok):
+    """No line that only numbers the poems of a set (其一), and none of the variant characters the builder standardised
+    (簷 → 檐, …: sources.json lists them) left in the text or in the character vocabulary."""
+    poems = corpus.chinese_poems("train") + corpus.chinese_poems("heldout")
+    assert not [line for p in poems for line in p.lines if re.fullmatch(r"其[一二三四五六七八九十]+", line)]
+    record = json.loads((corpus.asset_dir() / "chinese" / "sources.json").read_text())["rules"]
+    replaced = {pair.split("→")[0] for counts in record["variants_replaced"].values() for pair in counts}
+    assert {"簷", "疎", "劒"} <= replaced and "醯" not in replaced  # 醯 kept: 酰 is a chemistry coinage
+    text = "".join(p.title + p.author + p.text for p in poems)
+    assert not replaced & set(text) and not replaced & set(tok.get_vocab())
+    assert "檐" in tok.get_vocab()
+
+
 # ---- 1. bert-base-uncased ------------------------------------------------------------------------------------------
 
 
