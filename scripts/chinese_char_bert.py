@@ -303,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (run_dirs[-1] / STAGE_FILE).exists():
             parser.error(f"no finished whole-word run in {run_dirs[-1]}: train it first (--whole-word)")
         stages = [json.loads((run_dir / STAGE_FILE).read_text()) for run_dir in run_dirs]
+        torch.set_num_threads(1)  # the record's machine is the training's, which ran on one thread (see train)
         data = blocks(chinese.char_tokenizer())
         record = run_record(stages, PretrainConfig(**{**SETTINGS, **STAGES[0]}), data, WHOLE_WORD_COMMAND)
         write_whole_word_results(BertMLM.from_pretrained(run_dirs[-1] / FINAL).eval(), record, data)

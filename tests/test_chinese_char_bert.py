@@ -158,8 +158,8 @@ def test_the_stored_whole_word_results_are_the_recipe_with_only_the_masks_change
     assert {key: stored["settings"][key] for key in same} == {key: shipped["settings"][key] for key in same}
     assert stored["training_blocks"] == shipped["training_blocks"] and stored["machine"]["torch_threads"] == 1
     alone, words = stored["paired"]["character_alone"], stored["paired"]["word_whole"]
-    assert alone["character"] == shipped["one_at_a_time"]["bert"] and alone["positions"] == 4075
-    assert words["positions"] == 3281  # the characters of multi-character words that notebook 10 §9 scores
+    assert alone["character"] == shipped["one_at_a_time"]["bert"] and alone["positions"] == 4076
+    assert words["positions"] == 3283  # the characters of multi-character words that notebook 10 §9 scores
     for row in (alone, words):
         test = row["mcnemar"]
         assert test["n"] == row["positions"]
