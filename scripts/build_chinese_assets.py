@@ -120,7 +120,8 @@ def _header(line: str, prefix: str) -> str:
 
 def parse_fortunes(text: str, source: str) -> list[dict]:
     """Entries (separated by lines holding only ``%``) → ``{source, title, author, lines}``, ANSI codes removed;
-    the title loses its 《》, the author the (full-width) years after the name."""
+    the title loses its 《》, the author the (full-width) years after the name, the poem its :data:`PART_NUMBER`
+    lines."""
     poems = []
     for entry in re.split(r"\n%[ \t]*\n", text.strip("\n%")):
         rows = [row.strip() for row in entry.split("\n") if row.strip()]
