@@ -37,7 +37,7 @@ CODE_FIELDS = ("source", "outputs", "execution_count", "metadata")
 MARK = "translated_from"  # in a Chinese markdown cell's metadata: english_hash of the English cell it translates;
 # in the metadata of a Chinese figure (an output): figure_hash of the English figure it was drawn for
 FIGURE = "image/png"
-WORDED = re.compile(r'\bcheck\("\d\d\.\d"|\bget\("\d\d\.\d"\)\.prompt')  # a cell that prints an exercise's words
+WORDED = re.compile(r'\bcheck\("\d\d\.\d+"|\bget\("\d\d\.\d+"\)\.prompt')  # a cell that prints an exercise's words
 
 
 def pairs(root: Path = ROOT) -> list[tuple[Path, Path]]:

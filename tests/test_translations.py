@@ -89,6 +89,7 @@ def test_an_exercise_cells_chinese_outputs_are_kept_while_its_english_outputs_st
     assert sync_translations.stale_words(english, chinese) == ["e"]
     assert not sync_translations.worded(cell("print(check)", "")) and sync_translations.worded(
         cell('print(get("07.5").prompt)', ""))
+    assert sync_translations.worded(cell('check("07.10", answer)', ""))  # a tenth exercise is worded too
 
 
 @pytest.mark.parametrize("english, chinese", PAIRS, ids=[zh.stem for _, zh in PAIRS])
